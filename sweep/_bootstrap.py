@@ -1,0 +1,47 @@
+"""Entry point of a capped child process: ``python -m sweep._bootstrap CORES FD_IN FD_OUT PPID``.
+
+The first thing this module does, before any third-party import, is pin the process to
+CORES (``os.sched_setaffinity``) so that every thread pool numpy, OpenBLAS and XLA size
+from the visible CPUs is sized to the lease (see jax-threads.md). It then asks the kernel
+to SIGKILL it if the spawning thread dies (``PR_SET_PDEATHSIG``), so no child outlives its
+worker, and serves requests from the parent over two pipes until told to exit or the pipe
+closes. Everything above the pinning uses the standard library only; keep it that way.
+"""
+
+import os
+import sys
+
+
+def _pin(cores_arg: str) -> None:
+    cores = {int(c) for c in cores_arg.split(",") if c}
+    if cores:
+        os.sched_setaffinity(0, cores)
+
+
+def _die_with_parent(ppid: int) -> None:
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != ppid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def main(argv: list[str]) -> int:
+    cores_arg, fd_in, fd_out, ppid = argv
+    _pin(cores_arg)
+    _die_with_parent(int(ppid))
+    preloaded = sorted(m for m in ("numpy", "jax", "jaxlib") if m in sys.modules)
+    if preloaded:
+        print(f"sweep: {preloaded} imported before pinning (a .pth file?)", file=sys.stderr)
+    from sweep import _serve  # stdlib-only at import; numpy loads lazily per job
+
+    return _serve.serve(int(fd_in), int(fd_out))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,169 @@
+"""The ``sweep`` command: submit, validate, status, results.
+
+Exit codes: 0 every point done; 1 the sweep ran but some points are not done; 2 bad input
+(recipe, output in use or made by another recipe, cluster that can't fit the jobs):
+nothing was started and the output was not touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sweep", description="Thread-capped JAX parameter sweeps on Dask.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def recipe_args(q: argparse.ArgumentParser) -> None:
+        q.add_argument("recipe", help="recipe YAML file")
+        q.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a recipe key, e.g. --set resources.threads=2 (repeatable)",
+        )
+        q.add_argument("--output", help="result store path (overrides the recipe's output)")
+
+    q = sub.add_parser("submit", help="run a recipe's sweep (resumes an existing output)")
+    recipe_args(q)
+    q.add_argument("--force", action="store_true", help="replace an output made by a different space")
+    q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
+
+    q = sub.add_parser("validate", help="check a recipe and list the points it would run")
+    recipe_args(q)
+    q.add_argument("--all", action="store_true", help="list every point, not the first 20")
+
+    q = sub.add_parser("status", help="counts by status of a result store, and its failures")
+    q.add_argument("output", help="result store path")
+
+    q = sub.add_parser("results", help="summarise a result store; export it")
+    q.add_argument("output", help="result store path")
+    q.add_argument("--export", metavar="FILE", help="write FILE.nc (netCDF) or FILE.csv (per-point table)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from sweep.cluster import ClusterError
+    from sweep.recipe import RecipeError
+    from sweep.store import StoreLocked, StoreMismatch
+
+    try:
+        return {"submit": _submit, "validate": _validate, "status": _status, "results": _results}[
+            args.command
+        ](args)
+    except (RecipeError, StoreLocked, StoreMismatch, ClusterError, FileNotFoundError) as exc:
+        print(f"sweep {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _load(args: argparse.Namespace):
+    from sweep.runner import Sweep
+
+    return Sweep.from_yaml(args.recipe, args.overrides, args.output)
+
+
+def _submit(args: argparse.Namespace) -> int:
+    s = _load(args)
+    quiet = args.no_progress
+
+    def announce(client) -> None:
+        if not quiet:
+            print(f"sweep {s.loaded.name}: {len(s)} points -> {s.output}", file=sys.stderr)
+            print(f"dashboard: {client.dashboard_link}", file=sys.stderr)
+
+    ds = s.run(force=args.force, progress=not quiet, on_start=announce)
+    status = Counter(ds["status"].values.ravel().astype(str))
+    return EXIT_OK if status["done"] == len(s) else EXIT_INCOMPLETE
+
+
+def _validate(args: argparse.Namespace) -> int:
+    s = _load(args)
+    r = s.recipe
+    space = s.loaded.space
+    print(f"recipe {s.loaded.source}: OK")
+    print(f"  job       {s.loaded.job.label}")
+    print(f"  space     {space.kind} {dict(zip(space.dims, space.shape))} = {len(space)} points")
+    print(f"  fixed     {r.params.fixed}")
+    print(
+        f"  resources threads={r.resources.threads} memory={r.resources.memory} "
+        f"timeout={r.resources.timeout} retries={r.resources.retries}"
+    )
+    print(f"  cluster   {r.cluster.kind}")
+    print(f"  output    {s.output}")
+    for i, p in enumerate(s.points()):
+        if i == 20 and not args.all:
+            print(f"  ... {len(space) - 20} more (--all lists them)")
+            break
+        print(f"  {p.id}  {p.params}")
+    return EXIT_OK
+
+
+def _open(path: str):
+    from sweep.store import open_results
+
+    return open_results(Path(path))
+
+
+def _status(args: argparse.Namespace) -> int:
+    ds = _open(args.output)
+    status = ds["status"].values.ravel().astype(str)
+    counts = Counter(status)
+    total = status.size
+    print(
+        f"{args.output}: sweep {ds.attrs.get('sweep_name')} ({ds.attrs.get('sweep_space')}), {total} points"
+    )
+    for name in ("done", "failed", "timeout", "killed", "pending"):
+        if counts[name]:
+            print(f"  {name:8s} {counts[name]}")
+    errors = ds["error"].values.ravel().astype(str)
+    ids = ds["point_id"].values.ravel().astype(str)
+    shown = 0
+    for pid, st, err in zip(ids, status, errors):
+        if st not in ("done", "pending") and shown < 10:
+            last = err.strip().splitlines()[-1] if err.strip() else ""
+            print(f"  {st} {pid}: {last}")
+            shown += 1
+    return EXIT_OK if counts["done"] == total else EXIT_INCOMPLETE
+
+
+def _results(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from sweep.progress import summary_table
+
+    ds = _open(args.output)
+    Console().print(summary_table(ds, float("nan"), args.output))
+    print(ds)
+    if args.export:
+        _export(ds, Path(args.export))
+        print(f"wrote {args.export}")
+    return EXIT_OK
+
+
+def _export(ds, target: Path) -> None:
+    from sweep.store import RECORD_VARS
+
+    if target.suffix == ".csv":
+        sweep_dims = set(ds["status"].dims)
+        per_point = [v for v in ds.data_vars if set(ds[v].dims) == sweep_dims]
+        ds[per_point].to_dataframe().to_csv(target)
+    elif target.suffix in (".nc", ".nc4"):
+        out = ds.copy()
+        for name in RECORD_VARS:
+            if out[name].dtype.kind in "OTU":
+                out[name] = out[name].astype(str)
+        out.to_netcdf(target)
+    else:
+        raise FileNotFoundError(f"--export {target}: use a .nc or .csv file name")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""What a job is: a reference the child can load, its signature check, its outputs.
+
+This module is imported by capped children right after pinning, so it imports only the
+standard library at module level; numpy is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_LOADED: dict[tuple, Callable] = {}
+
+
+class JobError(ValueError):
+    """A job reference or signature that can't work; the message says what and how to fix."""
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """How a child finds the job function.
+
+    ``kind`` is ``"module"`` (``target`` is an importable module name), ``"file"``
+    (``target`` is an absolute path to a ``.py`` file, whose folder is put first on
+    ``sys.path`` so its sibling modules import) or ``"pickle"`` (``payload`` is a
+    cloudpickled callable, for functions defined in a notebook or ``__main__``).
+    """
+
+    kind: str
+    target: str
+    function: str
+    payload: bytes = field(default=b"", repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.target}:{self.function}" if self.kind != "pickle" else self.function
+
+    def load(self) -> Callable:
+        """Import (once per process) and return the job function."""
+        key = (self.kind, self.target, self.function, hash(self.payload))
+        fn = _LOADED.get(key)
+        if fn is None:
+            fn = _LOADED[key] = self._import()
+        return fn
+
+    def _import(self) -> Callable:
+        if self.kind == "pickle":
+            import pickle
+
+            return pickle.loads(self.payload)
+        if self.kind == "file":
+            folder = str(Path(self.target).parent)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            name = "sweep_job_" + Path(self.target).stem
+            spec = importlib.util.spec_from_file_location(name, self.target)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(self.target)
+        fn = getattr(module, self.function, None)
+        if not callable(fn):
+            raise JobError(f"{self.label}: {self.function!r} is not a function of that module")
+        return fn
+
+
+def parse_job(spec: str, base: Path | None = None) -> JobRef:
+    """Turn ``"pkg.mod:fn"`` or ``"path/to/file.py:fn"`` (relative to ``base``) into a JobRef.
+
+    Checks that the module or file exists and defines the function without importing it
+    (the client must not pay for, or be thread-polluted by, a job's ``import jax``).
+    """
+    target, sep, function = spec.rpartition(":")
+    if not sep or not target or not function.isidentifier():
+        raise JobError(
+            f"job {spec!r} is not 'module:function' or 'path/to/file.py:function'; "
+            "write e.g. 'jobs/bend.py:optimize'"
+        )
+    if target.endswith(".py") or os.sep in target or "/" in target:
+        path = Path(target) if base is None else (base / target)
+        path = path.resolve()
+        if not path.is_file():
+            raise JobError(f"job file {str(path)!r} not found (paths are relative to the recipe)")
+        ref = JobRef("file", str(path), function)
+        source = path
+    else:
+        try:
+            found = importlib.util.find_spec(target)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise JobError(f"job module {target!r} not found; is it installed or on PYTHONPATH?")
+        ref = JobRef("module", target, function)
+        source = Path(found.origin) if found.origin and found.origin.endswith(".py") else None
+    if source is not None:
+        _find_def(source, function, spec)
+    return ref
+
+
+def _find_def(source: Path, function: str, spec: str) -> ast.FunctionDef | None:
+    tree = ast.parse(source.read_text(), filename=str(source))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
+            return node
+        if isinstance(node, ast.Assign | ast.ImportFrom) and function in _bound_names(node):
+            return None  # defined some other way: trust it, the child will say if not
+    defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    raise JobError(f"job {spec!r}: no function {function!r} in {source} (it defines {defined})")
+
+
+def _bound_names(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.ImportFrom):
+        return {a.asname or a.name for a in node.names}
+    return {t.id for t in node.targets if isinstance(t, ast.Name)}
+
+
+def job_parameters(ref: JobRef, fn: Callable | None = None) -> inspect.Signature | None:
+    """The job's signature, from the callable or the source's AST (None if unknowable)."""
+    if fn is not None:
+        return inspect.signature(fn)
+    path = ref.target if ref.kind == "file" else None
+    if ref.kind == "module":
+        found = importlib.util.find_spec(ref.target)
+        path = found.origin if found and found.origin and found.origin.endswith(".py") else None
+    if path is None:
+        return None
+    node = _find_def(Path(path), ref.function, ref.label)
+    if node is None:
+        return None
+    a = node.args
+    params = [inspect.Parameter(x.arg, inspect.Parameter.POSITIONAL_ONLY) for x in a.posonlyargs]
+    n_plain = len(a.args)
+    for i, x in enumerate(a.args):
+        has_default = i >= n_plain - len(a.defaults)
+        params.append(
+            inspect.Parameter(
+                x.arg,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=0 if has_default else inspect.Parameter.empty,
+            )
+        )
+    if a.vararg:
+        params.append(inspect.Parameter(a.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
+    for x, d in zip(a.kwonlyargs, a.kw_defaults):
+        default = inspect.Parameter.empty if d is None else 0
+        params.append(inspect.Parameter(x.arg, inspect.Parameter.KEYWORD_ONLY, default=default))
+    if a.kwarg:
+        params.append(inspect.Parameter(a.kwarg.arg, inspect.Parameter.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+def check_signature(label: str, signature: inspect.Signature | None, names: Iterable[str]) -> None:
+    """Raise JobError unless the job accepts every name and needs no other argument."""
+    if signature is None:
+        return
+    names = set(names)
+    kinds = {p.name: p.kind for p in signature.parameters.values()}
+    takes_any = inspect.Parameter.VAR_KEYWORD in kinds.values()
+    keywordable = {
+        n
+        for n, k in kinds.items()
+        if k in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    unknown = sorted(names - keywordable) if not takes_any else []
+    if unknown:
+        raise JobError(
+            f"job {label} does not accept parameter(s) {unknown}; it takes {sorted(keywordable)}. "
+            "Rename the sweep axis / fixed parameter or add it to the function"
+        )
+    missing = sorted(
+        p.name
+        for p in signature.parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        and p.name not in names
+    )
+    if missing:
+        raise JobError(
+            f"job {label} requires {missing} but the recipe gives no such sweep axis or fixed "
+            "parameter; add them under params.fixed"
+        )
+
+
+def callable_ref(fn: Callable) -> JobRef:
+    """Reference a callable by import path when a child can import it, else by value."""
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", "")
+    if module and module != "__main__" and "<" not in qualname and "." not in qualname:
+        try:
+            if getattr(importlib.import_module(module), qualname, None) is fn:
+                return JobRef("module", module, qualname)
+        except ImportError:
+            pass
+    import cloudpickle
+
+    return JobRef("pickle", "<callable>", qualname or repr(fn), cloudpickle.dumps(fn))
+
+
+# ---- outputs --------------------------------------------------------------------------
+
+
+@dataclass
+class Output:
+    """One named job output as plain numpy: values, dim names, coords of those dims."""
+
+    values: Any
+    dims: tuple[str, ...]
+    coords: dict[str, Any] = field(default_factory=dict)
+
+
+def normalize_outputs(raw: Any) -> dict[str, Output]:
+    """Turn what a job returned into ``{name: Output}`` (numpy only, picklable).
+
+    Accepts a mapping of name -> scalar / numpy or JAX array / ``xarray.DataArray``, an
+    ``xarray.Dataset``, or a single scalar or array (stored as ``result``). Unnamed array
+    dims are called ``<name>_dim_<i>``; a DataArray keeps its dims and dim coordinates.
+    """
+    import numpy as np
+
+    if _is_xarray(raw, "Dataset"):
+        raw = {name: raw[name] for name in raw.data_vars}
+    elif not isinstance(raw, Mapping):
+        raw = {"result": raw}
+    outputs = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise TypeError(f"output name {name!r} must be a string identifier")
+        if _is_xarray(value, "DataArray"):
+            coords = {d: np.asarray(value[d].values) for d in value.dims if d in value.coords}
+            outputs[name] = Output(np.asarray(value.values), tuple(map(str, value.dims)), coords)
+            continue
+        if isinstance(value, str | bytes):
+            raise TypeError(f"output {name!r} is a string; return numbers or arrays")
+        try:
+            array = np.asarray(value)
+        except Exception as exc:
+            raise TypeError(f"output {name!r} of type {type(value).__name__} is not array-like") from exc
+        if array.dtype.kind not in "biufc":
+            raise TypeError(
+                f"output {name!r} has unsupported type {type(value).__name__} "
+                f"(dtype {array.dtype}); return scalars, arrays, xarray.DataArray or Dataset"
+            )
+        dims = tuple(f"{name}_dim_{i}" for i in range(array.ndim))
+        outputs[name] = Output(array, dims)
+    return outputs
+
+
+def _is_xarray(value: Any, cls: str) -> bool:
+    return type(value).__module__.startswith("xarray") and type(value).__name__ == cls

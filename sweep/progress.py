@@ -1,0 +1,112 @@
+"""Progress of a running sweep: counts, a live bar on a terminal, log lines elsewhere."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+
+class SweepProgress:
+    """Counts points by state and shows them.
+
+    On a terminal (or in Jupyter) a rich progress bar with done / failed / running /
+    pending counts; otherwise (CI, batch logs) one plain line every ``log_every`` seconds
+    and at the end. ``enabled=False`` shows nothing.
+    """
+
+    def __init__(
+        self, total: int, already_done: int = 0, *, enabled: bool = True, log_every: float = 10.0
+    ) -> None:
+        self.total = total
+        self.counts: Counter[str] = Counter(done=already_done)
+        self.started: set[tuple] = set()
+        self.finished: set[tuple] = set()
+        self.console = Console(file=sys.stderr)
+        self.live = enabled and (self.console.is_terminal or self.console.is_jupyter)
+        self.enabled = enabled
+        self.log_every = log_every
+        self._last_log = 0.0
+        self._t0 = time.monotonic()
+        self._bar: Progress | None = None
+        self._task: Any = None
+
+    @property
+    def running(self) -> int:
+        return len(self.started - self.finished)
+
+    @property
+    def pending(self) -> int:
+        return self.total - sum(self.counts.values()) - self.running
+
+    def describe(self) -> str:
+        bad = sum(v for k, v in self.counts.items() if k != "done")
+        done, pending = self.counts["done"], max(0, self.pending)
+        return f"done {done}  failed {bad}  running {self.running}  pending {pending}"
+
+    def __enter__(self) -> SweepProgress:
+        if self.live:
+            self._bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=False,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.describe(), total=self.total, completed=self.counts["done"])
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.refresh(force=True)
+        if self._bar is not None:
+            self._bar.stop()
+
+    def job_started(self, index: tuple) -> None:
+        self.started.add(tuple(index))
+
+    def job_finished(self, index: tuple, status: str) -> None:
+        self.finished.add(tuple(index))
+        self.counts[status] += 1
+
+    def refresh(self, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        finished = sum(self.counts.values())
+        if self._bar is not None:
+            self._bar.update(self._task, completed=finished, description=self.describe())
+        elif force or time.monotonic() - self._last_log >= self.log_every:
+            self._last_log = time.monotonic()
+            rate = (finished - 0) / max(1e-9, time.monotonic() - self._t0)
+            print(
+                f"[sweep] {finished}/{self.total}  {self.describe()}  ({rate:.2f} points/s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def summary_table(ds: Any, wall_s: float, output: str) -> Table:
+    """A rich table summarising a result dataset: counts by status and the measurements."""
+    import numpy as np
+
+    status = ds["status"].values.ravel().astype(str)
+    table = Table(title=f"sweep {ds.attrs.get('sweep_name', '')}: {output}", show_header=True)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for name, n in sorted(Counter(status).items()):
+        table.add_row(f"points {name}", str(n))
+    done = status == "done"
+    if done.any():
+        wall = ds["wall_s"].values.ravel()[done]
+        table.add_row("job wall s (median / max)", f"{np.median(wall):.2f} / {wall.max():.2f}")
+        table.add_row("peak threads (max)", str(int(ds["peak_threads"].values.ravel()[done].max())))
+        table.add_row("peak RSS MiB (max)", f"{ds['peak_rss'].values.ravel()[done].max() / 2**20:.0f}")
+    table.add_row("sweep wall s", f"{wall_s:.1f}")
+    return table

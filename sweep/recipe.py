@@ -1,0 +1,272 @@
+"""Recipes: the YAML (or dict) that says what to sweep, validated with precise messages.
+
+Every field has a default except ``job`` and ``params``. Validation happens in full before
+anything starts: structure and types (pydantic), the space, clashes between axes and fixed
+parameters, the job's module/file/function and whether its signature accepts the
+parameters. Every problem is a :class:`RecipeError` whose message names the key and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from dask.utils import parse_bytes, parse_timedelta
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sweep.job import JobError, JobRef, check_signature, job_parameters, parse_job
+from sweep.space import SPACES, Space, SpaceError, build_space
+
+
+class RecipeError(ValueError):
+    """An invalid recipe. ``str()`` is one line per problem: ``where: key: what; fix``."""
+
+
+def _size(v: Any) -> int | None:
+    if v is None or isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        try:
+            return parse_bytes(v)
+        except (ValueError, TypeError):
+            pass
+    raise ValueError(f"{v!r} is not a size; write e.g. 2GiB, 512MB or a number of bytes")
+
+
+def _duration(v: Any) -> float | None:
+    """Seconds from ``90``, ``"90s"``, ``"20min"``, ``"2h"`` or ``"HH:MM:SS"``."""
+    if v is None:
+        return None
+    if isinstance(v, str) and re.fullmatch(r"\d+(:\d{1,2}){1,2}", v.strip()):
+        seconds = 0
+        for part in v.strip().split(":"):
+            seconds = seconds * 60 + int(part)
+        return float(seconds)
+    if isinstance(v, str):
+        v = re.sub(r"(?<=[\d\s])mins?$", "m", v.strip())  # dask knows "m", not "min"
+    if not isinstance(v, bool):
+        try:
+            return float(parse_timedelta(v))
+        except (ValueError, TypeError, KeyError):
+            pass
+    raise ValueError(f"{v!r} is not a duration; write e.g. 90s, 20min, 2h or a number of seconds")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Resources(_Model):
+    """Per-point resources; ``threads`` is k, the cores leased to each job."""
+
+    threads: int = Field(1, ge=1)
+    memory: int | None = Field(None, gt=0)
+    timeout: float | None = Field(None, gt=0)
+    retries: int = Field(0, ge=0)
+    on_thread_overflow: Literal["warn", "fail"] = "warn"
+    thread_budget: int | None = Field(None, ge=1)
+
+    _memory = field_validator("memory", mode="before")(_size)
+    _timeout = field_validator("timeout", mode="before")(_duration)
+
+
+class ChildSettings(_Model):
+    """How job processes are started: capping, compile cache, recycling."""
+
+    cap: bool = True
+    compile_cache: str | bool = True
+    platforms: str = "cpu"
+    max_jobs: int = Field(500, ge=1)
+    max_rss: int | None = Field(None, gt=0)
+    env: dict[str, str] = {}
+
+    _max_rss = field_validator("max_rss", mode="before")(_size)
+
+
+class ClusterSettings(_Model):
+    """Where workers come from: ``local`` (default) or ``address`` of a running scheduler."""
+
+    kind: Literal["local", "address"] = "local"
+    address: str | None = None
+    workers: int = Field(1, ge=1)
+    threads: int | None = Field(None, ge=1)
+    dashboard: str = "127.0.0.1:8787"
+
+    @model_validator(mode="after")
+    def _address_given(self) -> ClusterSettings:
+        if self.kind == "address" and not self.address:
+            raise ValueError("kind 'address' needs cluster.address, e.g. tcp://127.0.0.1:8786")
+        return self
+
+
+AxisValues = dict[str, list[Any]]
+PointList = list[dict[str, Any]]
+Mapping_ = dict[str, Any]
+
+
+class Params(_Model):
+    """Exactly one space (grid, zip, list, random, lhs) and optional fixed parameters."""
+
+    grid: AxisValues | None = None
+    zip: AxisValues | None = None
+    list: PointList | None = None
+    random: Mapping_ | None = None
+    lhs: Mapping_ | None = None
+    fixed: Mapping_ = {}
+
+    @model_validator(mode="after")
+    def _one_space(self) -> Params:
+        given = [k for k in SPACES if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of {list(SPACES)}, got {given or 'none'}")
+        return self
+
+    @property
+    def space_kind(self) -> str:
+        return next(k for k in SPACES if getattr(self, k) is not None)
+
+
+class Recipe(_Model):
+    """A validated recipe. Build with :meth:`load` (YAML file) or :meth:`from_dict`."""
+
+    name: str = Field("sweep", pattern=r"^[A-Za-z0-9_.-]+$")
+    job: str
+    params: Params
+    resources: Resources = Resources()
+    child: ChildSettings = ChildSettings()
+    cluster: ClusterSettings = ClusterSettings()
+    output: str | None = None
+
+    # -- loading ------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | os.PathLike, overrides: list[str] | None = None) -> LoadedRecipe:
+        """Read, override (``key.sub=value``) and fully validate the recipe at ``path``."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise RecipeError(f"{path}: cannot read the recipe: {exc.strerror}") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise RecipeError(f"{path}:{at}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        if not isinstance(data, dict):
+            raise RecipeError(f"{path}: a recipe is a YAML mapping with at least 'job' and 'params'")
+        data.setdefault("name", re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem))
+        return cls.from_dict(data, overrides, base=path.parent, source=str(path), text=text)
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: dict[str, Any],
+        overrides: list[str] | None = None,
+        *,
+        base: Path | None = None,
+        source: str = "recipe",
+        text: str | None = None,
+        job_fn: Any = None,
+    ) -> LoadedRecipe:
+        """Validate a recipe given as a mapping (``job_fn``: a callable instead of ``job``)."""
+        data = dict(data)
+        for item in overrides or []:
+            _apply_override(data, item, source)
+        if job_fn is not None:
+            data.setdefault("job", getattr(job_fn, "__qualname__", "job"))
+        try:
+            recipe = cls.model_validate(data)
+        except ValidationError as exc:
+            raise RecipeError("\n".join(_describe(source, e) for e in exc.errors())) from None
+        return LoadedRecipe(recipe, base or Path.cwd(), source, text, job_fn)
+
+
+def _apply_override(data: dict, item: str, source: str) -> None:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise RecipeError(f"--set {item!r}: write key.sub=value, e.g. resources.threads=2")
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise RecipeError(f"--set {item!r}: {part} is not a mapping in {source}")
+    node[parts[-1]] = yaml.safe_load(raw)
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    model: Any = Recipe
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        model = field.annotation
+    return model
+
+
+def _describe(source: str, err: dict) -> str:
+    loc = tuple(p for p in err["loc"] if not isinstance(p, str) or not p.startswith("function-"))
+    where = ".".join(str(p) for p in loc) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        fields = list(getattr(parent, "model_fields", {})) if parent else []
+        close = difflib.get_close_matches(str(loc[-1]), fields, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(fields)}"
+        return f"{source}: {where}: unknown key; {hint}"
+    if err["type"] == "missing":
+        return f"{source}: {where}: required key missing; add it (see README, 'Recipe format')"
+    got = err.get("input")
+    shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"
+    return f"{source}: {where}: {msg}{shown}"
+
+
+class LoadedRecipe:
+    """A recipe plus where it came from, its space and its job reference (all validated)."""
+
+    def __init__(self, recipe: Recipe, base: Path, source: str, text: str | None, job_fn: Any) -> None:
+        self.recipe, self.base, self.source = recipe, base, source
+        self.text = text if text is not None else yaml.safe_dump(recipe.model_dump(), sort_keys=False)
+        p = recipe.params
+        try:
+            self.space: Space = build_space(p.space_kind, getattr(p, p.space_kind))
+        except SpaceError as exc:
+            raise RecipeError(f"{source}: {exc}") from None
+        clash = sorted(set(self.space.names) & set(p.fixed))
+        if clash:
+            raise RecipeError(
+                f"{source}: params.fixed: {clash} also swept in params.{p.space_kind}; "
+                "remove them from one of the two"
+            )
+        try:
+            if job_fn is not None:
+                from sweep.job import callable_ref
+
+                self.job: JobRef = callable_ref(job_fn)
+                signature = job_parameters(self.job, job_fn)
+            else:
+                self.job = parse_job(recipe.job, base)
+                signature = job_parameters(self.job)
+            check_signature(self.job.label, signature, [*self.space.names, *p.fixed])
+        except (JobError, SyntaxError) as exc:
+            raise RecipeError(f"{source}: job: {exc}") from None
+        self.output = Path(recipe.output or f"results/{recipe.name}.zarr")
+        _check_writable(self.output, source)
+
+    @property
+    def name(self) -> str:
+        return self.recipe.name
+
+
+def _check_writable(output: Path, source: str) -> None:
+    probe = output.resolve()
+    while not probe.exists():
+        probe = probe.parent
+    if probe == output.resolve() and not probe.is_dir():
+        raise RecipeError(f"{source}: output: {output} exists and is not a directory; pick another path")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise RecipeError(f"{source}: output: {probe} is not writable; choose another output path")

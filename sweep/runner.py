@@ -1,0 +1,217 @@
+"""Run a sweep: open the store, submit the points still to do, write results as they come.
+
+:class:`Sweep` is the Python API (the CLI uses it too)::
+
+    s = sweep.Sweep(job=optimize, params={"grid": {"beta": [2, 8], "seed": [0, 1]}})
+    ds = s.run()                      # starts a LocalCluster, or run(client=...) on yours
+
+The client is the only writer of the store. Each point is one Dask task
+(:func:`sweep.pool.run_point`) submitted with ``resources={"threads": k}`` under a key
+that names the sweep and the point; results are written in the order they finish, so an
+interrupted sweep loses nothing and a rerun runs only the points not ``done``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from distributed import Client, as_completed
+
+from sweep.capped import ChildConfig, default_compile_cache, thread_budget
+from sweep.cluster import connect
+from sweep.pool import CorePool, PointTask, run_point
+from sweep.progress import SweepProgress, summary_table
+from sweep.recipe import Recipe
+from sweep.store import Store, open_results
+
+
+class Sweep:
+    """A validated sweep: a job, a space of parameters, resources, cluster and output.
+
+    ``job`` is a callable (referenced by import path when a child can import it, else
+    cloudpickled) or a ``"module:function"`` / ``"file.py:function"`` string. The other
+    arguments take the same values as the recipe keys of the same names.
+    """
+
+    def __init__(
+        self,
+        job: Callable | str,
+        params: dict[str, Any],
+        resources: dict[str, Any] | None = None,
+        *,
+        name: str = "sweep",
+        child: dict[str, Any] | None = None,
+        cluster: dict[str, Any] | None = None,
+        output: str | os.PathLike | None = None,
+    ) -> None:
+        data: dict[str, Any] = {"name": name, "params": params}
+        for key, value in (("resources", resources), ("child", child), ("cluster", cluster)):
+            if value is not None:
+                data[key] = value
+        if output is not None:
+            data["output"] = str(output)
+        if isinstance(job, str):
+            data["job"] = job
+            self.loaded = Recipe.from_dict(data)
+        else:
+            self.loaded = Recipe.from_dict(data, job_fn=job)
+
+    @classmethod
+    def from_yaml(
+        cls, path: str | os.PathLike, overrides: list[str] | None = None, output: str | None = None
+    ) -> Sweep:
+        """A Sweep from a recipe file, with ``--set``-style overrides and an output override."""
+        overrides = list(overrides or [])
+        if output is not None:
+            overrides.append(f"output={output}")
+        self = cls.__new__(cls)
+        self.loaded = Recipe.load(path, overrides)
+        return self
+
+    # -- introspection ------------------------------------------------------------------
+    @property
+    def recipe(self) -> Recipe:
+        return self.loaded.recipe
+
+    @property
+    def output(self) -> Path:
+        return self.loaded.output
+
+    def __len__(self) -> int:
+        return len(self.loaded.space)
+
+    def points(self) -> Iterable[Any]:
+        return self.loaded.space.points()
+
+    def child_config(self) -> ChildConfig:
+        c = self.recipe.child
+        cache = c.compile_cache
+        cache_dir = default_compile_cache() if cache is True else (cache or None)
+        return ChildConfig(
+            cap=c.cap, compile_cache=cache_dir, platforms=c.platforms, env=tuple(sorted(c.env.items()))
+        )
+
+    def tasks(self, todo: Iterable[tuple[int, ...]]) -> list[PointTask]:
+        """The tasks for the given point indices, in the space's order."""
+        todo = set(todo)
+        r, fixed = self.recipe.resources, self.recipe.params.fixed
+        budget = r.thread_budget or thread_budget(r.threads)
+        config = self.child_config()
+        return [
+            PointTask(
+                sweep=self.loaded.name,
+                index=p.index,
+                job=self.loaded.job,
+                kwargs={**fixed, **p.params},
+                threads=r.threads,
+                timeout=r.timeout,
+                memory=r.memory,
+                retries=r.retries,
+                max_threads=budget if r.on_thread_overflow == "fail" else None,
+                config=config,
+            )
+            for p in self.points()
+            if p.index in todo
+        ]
+
+    # -- running ------------------------------------------------------------------------
+    def run(
+        self,
+        client: Client | None = None,
+        *,
+        force: bool = False,
+        progress: bool = True,
+        on_start: Callable[[Client], None] | None = None,
+    ) -> Any:
+        """Run every point not yet done and return the result dataset (xarray).
+
+        Without ``client`` the recipe's cluster is started (and stopped at the end).
+        ``force`` replaces an output made by a different space. ``on_start`` is called
+        with the client once the cluster is up (the CLI prints the dashboard link there).
+        """
+        t0 = time.monotonic()
+        with Store.open(self.output, self.loaded, force=force) as store:
+            todo = store.todo()
+            store.set_attrs(sweep_last_run=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            if todo:
+                if client is None:
+                    with connect(self.recipe.cluster, self.recipe.resources.threads) as own:
+                        self._run_on(own, store, todo, progress, on_start)
+                else:
+                    self._run_on(client, store, todo, progress, on_start)
+            store.set_attrs(sweep_last_end=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        ds = open_results(self.output)
+        self.wall_s = time.monotonic() - t0
+        if progress:
+            SweepProgress(0).console.print(summary_table(ds, self.wall_s, str(self.output)))
+        return ds
+
+    def _run_on(self, client: Client, store: Store, todo: set, progress: bool, on_start: Any) -> None:
+        c = self.recipe.child
+        client.register_plugin(
+            CorePool(max_jobs=c.max_jobs, max_rss=c.max_rss, ncores=self.recipe.cluster.threads),
+            name=CorePool.name,
+        )
+        if on_start is not None:
+            on_start(client)
+        tasks = self.tasks(todo)
+        token = uuid.uuid4().hex[:6]
+        total = len(self.loaded.space)
+        topic = f"sweep-{self.loaded.name}"
+        names = self.loaded.space.names
+        with SweepProgress(total, total - len(todo), enabled=progress) as bar:
+            client.subscribe_topic(topic, lambda event: bar.job_started(event[1]["index"]))
+            futures = {
+                client.submit(
+                    run_point,
+                    t,
+                    key=task_key(self.loaded.name, _swept(t, names), t.index, token),
+                    resources={"threads": t.threads},
+                    pure=False,
+                ): t
+                for t in tasks
+            }
+            try:
+                for batch in as_completed(futures, with_results=True, raise_errors=False).batches():
+                    records = [_record(futures[f], result) for f, result in batch]
+                    for r in store.write(records):
+                        bar.job_finished(r["index"], r["status"])
+                    bar.refresh()
+            except BaseException:
+                client.cancel(list(futures))
+                raise
+            finally:
+                client.unsubscribe_topic(topic)
+
+
+def _swept(task: PointTask, names: Iterable[str]) -> dict[str, Any]:
+    return {n: task.kwargs[n] for n in names}
+
+
+def _record(task: PointTask, result: Any) -> dict[str, Any]:
+    """The record of a finished future; a task that raised (e.g. KilledWorker) fails its point."""
+    if isinstance(result, dict):
+        return result
+    return {"index": task.index, "status": "failed", "attempts": 1, "error": f"task failed: {result!r}"}
+
+
+def task_key(name: str, params: dict[str, Any], index: tuple[int, ...], token: str) -> str:
+    """A Dask key readable on the dashboard: ``name-a=1,b=x-<index>-<token>`` (shortened)."""
+    shown = ",".join(f"{k}={v}" for k, v in params.items())
+    if len(shown) > 48:
+        shown = shown[:45] + "..."
+    return f"{name}-{shown}-{'.'.join(map(str, index))}-{token}"
+
+
+def run(job: Callable | str, params: dict[str, Any], **kwargs: Any) -> Any:
+    """Shorthand for ``Sweep(job, params, **kwargs).run()``."""
+    client = kwargs.pop("client", None)
+    return Sweep(job, params, **kwargs).run(client=client)
+
+
+__all__ = ["Sweep", "open_results", "run", "task_key"]

@@ -1,0 +1,318 @@
+"""The result store: one zarr group per sweep, written point by point, read with xarray.
+
+Layout (``xarray.open_zarr`` reads it as is; :func:`open_results` adds nothing but
+convenience): dims are the sweep dims (the grid axes, or ``point``) plus each output's own
+dims. Per point there are the bookkeeping variables of :data:`RECORD_VARS`; job outputs
+are added when the first point that returns them is done.
+
+Writes go straight to the zarr arrays (xarray only creates variables). Within one batch a
+point's outputs and measurements are written before its ``status``, and zarr's local store
+replaces each chunk file atomically, so a point never reads as ``done`` with partial data,
+whenever the writer is killed. Only one process may write: :class:`Store` holds an
+exclusive ``flock`` on ``<output>/.sweep.lock``, which names the holder's pid and host.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import shutil
+import socket
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LOCK_NAME = ".sweep.lock"
+TIME_ATTRS = {"units": "seconds since 1970-01-01", "calendar": "proleptic_gregorian"}
+STATUSES = ("pending", "done", "failed", "timeout", "killed")
+POINTS_PER_CHUNK = 4096
+OUTPUT_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Var:
+    dtype: Any
+    fill: Any
+    attrs: Mapping[str, str]
+
+
+# Per-point bookkeeping, in write order: ``status`` is last on purpose.
+RECORD_VARS: dict[str, Var] = {
+    "attempts": Var("int32", 0, {"long_name": "attempts made (1 + retries used)"}),
+    "wall_s": Var("float64", np.nan, {"units": "s", "long_name": "job wall time in the child"}),
+    "cpu_s": Var("float64", np.nan, {"units": "s", "long_name": "CPU time of the child and its children"}),
+    "peak_threads": Var("int32", 0, {"long_name": "most OS threads the child's tree held"}),
+    "peak_rss": Var("int64", 0, {"units": "bytes", "long_name": "peak resident memory of the job"}),
+    "cores": Var(str, "", {"long_name": "CPU ids the child was pinned to, comma-separated"}),
+    "host": Var(str, "", {"long_name": "host the job ran on"}),
+    "pid": Var("int64", 0, {"long_name": "pid of the child that ran the job"}),
+    "started": Var("float64", np.nan, {**TIME_ATTRS, "long_name": "job start"}),
+    "finished": Var("float64", np.nan, {**TIME_ATTRS, "long_name": "job end"}),
+    "error": Var(str, "", {"long_name": "traceback, signal or limit that ended the job"}),
+    "status": Var(str, "pending", {"long_name": "one of " + ", ".join(STATUSES)}),
+}
+
+
+class StoreLocked(RuntimeError):
+    """Another process writes this store; the message names it."""
+
+
+class StoreMismatch(RuntimeError):
+    """The store was made by a recipe with a different space."""
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for pkg in ("sweep", "jax", "jaxlib", "dask", "distributed", "xarray", "zarr", "numpy"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def _chunks(shape: tuple[int, ...], budget: int) -> tuple[int, ...]:
+    """Chunk the sweep dims so a chunk holds at most ``budget`` points (last dim fastest)."""
+    chunks, room = [], max(1, budget)
+    for n in reversed(shape):
+        c = max(1, min(n, room))
+        chunks.append(c)
+        room = max(1, room // c)
+    return tuple(reversed(chunks))
+
+
+class Store:
+    """An open, locked result store for one sweep. Use :meth:`open` and :meth:`close`."""
+
+    def __init__(self, path: Path, lock_fd: int) -> None:
+        import zarr
+
+        self.path = path
+        self._lock_fd = lock_fd
+        self.group = zarr.open_group(str(path), mode="r+")
+        self.dims: tuple[str, ...] = tuple(json.loads(self.group.attrs["sweep_dims"]))
+        self.shape: tuple[int, ...] = self.group["status"].shape
+        self.outputs: dict[str, tuple[str, ...]] = json.loads(self.group.attrs.get("sweep_outputs", "{}"))
+
+    # -- opening ------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike, loaded: Any, *, force: bool = False) -> Store:
+        """Lock ``path`` and open its store for ``loaded`` (a LoadedRecipe), creating it if new.
+
+        An existing store made from a different space raises :class:`StoreMismatch`
+        unless ``force``, which deletes it and starts over.
+        """
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        fd = _lock(path)
+        try:
+            fingerprint = loaded.space.fingerprint()
+            if (path / "zarr.json").exists():
+                attrs = _read_attrs(path)
+                if attrs.get("sweep_fingerprint") != fingerprint:
+                    if not force:
+                        raise StoreMismatch(
+                            f"{path} holds a different sweep (space of recipe "
+                            f"{attrs.get('sweep_name', '?')!r} with {attrs.get('sweep_points', '?')} "
+                            f"points; this recipe has {len(loaded.space)}). Use another --output, "
+                            "or --force to delete it and start over"
+                        )
+                    _clear(path)
+            if not (path / "zarr.json").exists():
+                _create(path, loaded, fingerprint)
+            return cls(path, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def close(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- reading ------------------------------------------------------------------------
+    def statuses(self) -> np.ndarray:
+        return np.asarray(self.group["status"][...], dtype=object)
+
+    def todo(self) -> set[tuple[int, ...]]:
+        """Indices of points not yet ``done`` (missing, failed, timed out or killed)."""
+        return {tuple(int(i) for i in ix) for ix in np.argwhere(self.statuses() != "done")}
+
+    def set_attrs(self, **attrs: Any) -> None:
+        self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
+
+    # -- writing ------------------------------------------------------------------------
+    def write(self, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Write finished points (records from :func:`sweep.pool.run_point`).
+
+        A record whose outputs don't fit what the store already holds (another shape or
+        dims) is written as ``failed`` with the reason. Returns the records as written.
+        """
+        records = [self._checked(r) for r in records]
+        if not records:
+            return records
+        index = tuple(np.array(ix) for ix in zip(*(r["index"] for r in records)))
+        for r in records:
+            for name, out in r.get("outputs", {}).items():
+                self.group[name][r["index"] + (slice(None),) * out.values.ndim] = out.values
+        for name in RECORD_VARS:
+            values = [_record_value(r, name) for r in records]
+            array = self.group[name]
+            if len(records) == 1:
+                array[records[0]["index"]] = values[0]
+            else:
+                array.vindex[index] = np.array(
+                    values, dtype=object if array.dtype.kind in "OTU" else array.dtype
+                )
+        return records
+
+    def _checked(self, record: dict[str, Any]) -> dict[str, Any]:
+        outputs = record.get("outputs") or {}
+        try:
+            for name, out in outputs.items():
+                dims = self.outputs.get(name)
+                if dims is None:
+                    self._add_output(name, out)
+                    continue
+                own_dims = tuple(dims[len(self.dims) :])
+                shape = self.group[name].shape[len(self.dims) :]
+                if tuple(out.dims) != own_dims or out.values.shape != shape:
+                    raise ValueError(
+                        f"output {name!r} has dims {out.dims} shape {out.values.shape} here, "
+                        f"but {own_dims} shape {shape} in the store "
+                        "(outputs must keep their shape across points)"
+                    )
+        except (ValueError, TypeError) as exc:
+            record = {**record, "status": "failed", "outputs": {}, "error": str(exc)}
+        return record
+
+    def _add_output(self, name: str, out: Any) -> None:
+        import dask.array as da
+        import xarray as xr
+
+        if name in RECORD_VARS or name in self.dims or name in self.group:
+            raise ValueError(f"output name {name!r} clashes with a sweep variable or axis; rename it")
+        clash = set(out.dims) & set(self.dims)
+        if clash:
+            raise ValueError(f"output {name!r} uses dims {sorted(clash)} that are sweep axes; rename them")
+        values = np.asarray(out.values)
+        dtype = values.dtype if values.dtype.kind in "fc" else np.dtype("float64")
+        shape = self.shape + values.shape
+        per_point = max(1, math.prod(values.shape) * dtype.itemsize)
+        chunks = _chunks(self.shape, min(POINTS_PER_CHUNK, OUTPUT_CHUNK_BYTES // per_point)) + values.shape
+        data = da.full(shape, np.nan, dtype=dtype, chunks=chunks)
+        coords = {d: c for d, c in out.coords.items() if d not in self.group}
+        ds = xr.Dataset({name: (self.dims + tuple(out.dims), data)}, coords=coords)
+        encoding = {name: {"fill_value": np.nan, "chunks": chunks}}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ds.to_zarr(str(self.path), mode="a", compute=False, consolidated=False, encoding=encoding)
+        self.outputs[name] = list(self.dims + tuple(out.dims))
+        self.set_attrs(sweep_outputs=self.outputs)
+
+
+def _record_value(record: dict[str, Any], name: str) -> Any:
+    if name == "cores":
+        return ",".join(map(str, record.get("cores", ())))
+    value = record.get(name, RECORD_VARS[name].fill)
+    return RECORD_VARS[name].fill if value is None else value
+
+
+def _lock(path: Path) -> int:
+    fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise StoreLocked(
+            f"{path} is being written by {holder} (lock {path / LOCK_NAME}); wait for that sweep "
+            "to end or choose another --output"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.ctime()}\n".encode(), 0)
+    return fd
+
+
+def _read_attrs(path: Path) -> dict[str, Any]:
+    return json.loads((path / "zarr.json").read_text()).get("attributes", {})
+
+
+def _clear(path: Path) -> None:
+    for entry in path.iterdir():
+        if entry.name == LOCK_NAME:
+            continue
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+def _create(path: Path, loaded: Any, fingerprint: str) -> None:
+    import dask.array as da
+    import xarray as xr
+
+    space = loaded.space
+    dims, shape = space.dims, space.shape
+    chunks = _chunks(shape, POINTS_PER_CHUNK)
+    data_vars, encoding = {}, {}
+    for name, var in RECORD_VARS.items():
+        if var.dtype is str:
+            values = np.full(shape, var.fill, dtype=object)
+            encoding[name] = {"chunks": chunks}
+        else:
+            values = da.full(shape, var.fill, dtype=var.dtype, chunks=chunks)
+            encoding[name] = {"chunks": chunks, "fill_value": var.fill}
+        data_vars[name] = (dims, values, dict(var.attrs))
+    coords = {n: (d, v.astype(object) if v.dtype.kind in "OUS" else v) for n, (d, v) in space.coords.items()}
+    ids = np.empty(shape, dtype=object)
+    for p in space.points():
+        ids[p.index] = p.id
+    coords["point_id"] = (dims, ids)
+    ds = xr.Dataset(data_vars, coords=coords)
+    ds.attrs.update(
+        sweep_name=loaded.name,
+        sweep_recipe=loaded.text,
+        sweep_job=loaded.job.label,
+        sweep_space=space.kind,
+        sweep_dims=json.dumps(list(dims)),
+        sweep_points=len(space),
+        sweep_fingerprint=fingerprint,
+        sweep_created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        sweep_versions=json.dumps(_versions()),
+        sweep_outputs="{}",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(str(path), mode="a", compute=False, consolidated=False, encoding=encoding)
+
+
+def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:
+    """Open a sweep's results as an ``xarray.Dataset`` (readable while a sweep writes it).
+
+    ``started``/``finished`` decode to datetimes; ``status`` and the other text variables
+    are strings. ``load=False`` keeps the variables lazy (dask), for large sweeps.
+    """
+    import xarray as xr
+
+    path = Path(path)
+    if not (path / "zarr.json").exists():
+        raise FileNotFoundError(f"{path} is not a sweep result store (no zarr.json)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = xr.open_zarr(str(path), consolidated=False)
+    for name, var in ds.variables.items():
+        if var.dtype.kind == "T":  # numpy StringDType from zarr v3: plain objects are friendlier
+            ds[name] = var.astype(object)
+    return ds.load() if load else ds
