@@ -33,18 +33,26 @@ def local_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def preflight(settings: ClusterSettings, threads: int) -> None:
+    """Checks that need no cluster: a local worker must hold a job of ``threads`` cores."""
+    if settings.kind != "local":
+        return
+    n = settings.threads or local_cores()
+    if n > local_cores():
+        raise ClusterError(f"cluster.threads={n} but this process may use {local_cores()} CPUs; lower it")
+    if threads > n:
+        raise ClusterError(
+            f"resources.threads={threads} but the local worker has {n} cores; "
+            f"lower resources.threads to at most {n}"
+        )
+
+
 @contextmanager
 def connect(settings: ClusterSettings, threads: int) -> Iterator[Client]:
     """A client on the cluster ``settings`` describe, checked to fit jobs of ``threads`` cores."""
+    preflight(settings, threads)
     if settings.kind == "local":
         n = settings.threads or local_cores()
-        if n > local_cores():
-            raise ClusterError(f"cluster.threads={n} but this process may use {local_cores()} CPUs; lower it")
-        if threads > n:
-            raise ClusterError(
-                f"resources.threads={threads} but the local worker has {n} cores; "
-                f"lower resources.threads to at most {n}"
-            )
         with (
             LocalCluster(
                 n_workers=1,
@@ -60,10 +68,15 @@ def connect(settings: ClusterSettings, threads: int) -> Iterator[Client]:
             yield client
     else:
         with Client(settings.address, timeout="30s") as client:
-            fits = [w["resources"].get("threads", 0) for w in client.scheduler_info()["workers"].values()]
-            if fits and max(fits) < threads:
-                raise ClusterError(
-                    f"no worker at {settings.address} offers threads={threads} "
-                    f"(largest: {max(fits)}); start workers with --resources threads=N"
-                )
+            check_fits(client, threads)
             yield client
+
+
+def check_fits(client: Client, threads: int) -> None:
+    """Raise ClusterError when no current worker could run a job of ``threads`` cores."""
+    offers = [w["resources"].get("threads", 0) for w in client.scheduler_info()["workers"].values()]
+    if offers and max(offers) < threads:
+        raise ClusterError(
+            f"no worker of {client.scheduler.address} offers threads={threads} (largest: "
+            f"{max(offers)}); lower resources.threads or start workers with --resources threads=N"
+        )

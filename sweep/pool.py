@@ -36,20 +36,20 @@ PLUGIN_NAME = "sweep-core-pool"
 class CorePool(WorkerPlugin):
     """Core leases and warm children for one worker process.
 
-    ``ncores`` limits the pool to the first n CPUs of the worker's affinity (default: all).
+    The pool owns the first ``threads`` CPUs (the worker's ``threads`` resource) of the
+    worker's affinity mask, or all of them when the worker advertises no such resource.
+    Registered idempotently: a second sweep on the same client finds the children of the
+    first one still warm.
     """
 
     name = PLUGIN_NAME
-
-    def __init__(self, max_jobs: int = 500, max_rss: int | None = None, ncores: int | None = None) -> None:
-        self.max_jobs = max_jobs
-        self.ncores = ncores
-        self.max_rss = max_rss
-        self.cores: tuple[int, ...] = ()
+    idempotent = True
 
     def setup(self, worker: Any = None) -> None:
-        """Claim the cores of this worker's affinity; state lives here so the plugin pickles."""
-        self.cores = tuple(sorted(os.sched_getaffinity(0)))[: self.ncores]
+        """Claim the cores; all state is made here so the plugin itself pickles."""
+        cores = tuple(sorted(os.sched_getaffinity(0)))
+        wanted = getattr(getattr(worker, "state", None), "total_resources", {}).get("threads")
+        self.cores = cores[: int(wanted)] if wanted else cores
         self._free: set[int] = set(self.cores)
         self._idle: list[Child] = []
         self._cond = threading.Condition()
@@ -64,8 +64,14 @@ class CorePool(WorkerPlugin):
         self._spawner.shutdown(wait=False)
 
     @contextmanager
-    def lease(self, k: int, config: ChildConfig) -> Iterator[Child]:
-        """Hold ``k`` cores of this worker and a warm child pinned to them."""
+    def lease(
+        self, k: int, config: ChildConfig, max_jobs: int = 500, max_rss: int | None = None
+    ) -> Iterator[Child]:
+        """Hold ``k`` cores of this worker and a warm child pinned to them.
+
+        On release the child goes back to the idle list unless it died, has run
+        ``max_jobs`` jobs, or holds more than ``max_rss`` bytes; then it is closed.
+        """
         if k > len(self.cores):
             raise ValueError(
                 f"a job asks for {k} cores but this worker has {len(self.cores)} "
@@ -86,7 +92,7 @@ class CorePool(WorkerPlugin):
                 self.spawned += 1
             yield child
         finally:
-            self._give_back(cores, child)
+            self._give_back(cores, child, max_jobs, max_rss)
 
     def _take_idle(self, k: int, config: ChildConfig) -> Child | None:
         for child in self._idle:
@@ -101,12 +107,14 @@ class CorePool(WorkerPlugin):
         order = sorted(self._free, key=lambda c: (c in warm, c))
         return tuple(sorted(order[:k]))
 
-    def _give_back(self, cores: tuple[int, ...], child: Child | None) -> None:
+    def _give_back(
+        self, cores: tuple[int, ...], child: Child | None, max_jobs: int, max_rss: int | None
+    ) -> None:
         keep = (
             child is not None
             and child.alive()
-            and child.jobs_run < self.max_jobs
-            and (self.max_rss is None or child.rss() <= self.max_rss)
+            and child.jobs_run < max_jobs
+            and (max_rss is None or child.rss() <= max_rss)
         )
         if child is not None and not keep:
             child.close()
@@ -142,6 +150,8 @@ class PointTask:
     retries: int = 0
     max_threads: int | None = None
     config: ChildConfig = field(default_factory=ChildConfig)
+    max_jobs: int = 500
+    max_rss: int | None = None
 
 
 def run_point(task: PointTask) -> dict[str, Any]:
@@ -158,7 +168,7 @@ def run_point(task: PointTask) -> dict[str, Any]:
     while attempts <= task.retries:
         attempts += 1
         try:
-            with pool.lease(task.threads, task.config) as child:
+            with pool.lease(task.threads, task.config, task.max_jobs, task.max_rss) as child:
                 outcome = child.run(
                     task.job,
                     task.kwargs,

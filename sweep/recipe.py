@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -268,5 +269,10 @@ def _check_writable(output: Path, source: str) -> None:
         probe = probe.parent
     if probe == output.resolve() and not probe.is_dir():
         raise RecipeError(f"{source}: output: {output} exists and is not a directory; pick another path")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise RecipeError(f"{source}: output: {probe} is not writable; choose another output path")
+    try:  # a real write: os.access() says yes to root even on read-only file systems
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise RecipeError(
+            f"{source}: output: cannot write under {probe} ({exc.strerror}); choose another output path"
+        ) from None

@@ -23,7 +23,7 @@ from typing import Any
 from distributed import Client, as_completed
 
 from sweep.capped import ChildConfig, default_compile_cache, thread_budget
-from sweep.cluster import connect
+from sweep.cluster import check_fits, connect, preflight
 from sweep.pool import CorePool, PointTask, run_point
 from sweep.progress import SweepProgress, summary_table
 from sweep.recipe import Recipe
@@ -114,6 +114,8 @@ class Sweep:
                 retries=r.retries,
                 max_threads=budget if r.on_thread_overflow == "fail" else None,
                 config=config,
+                max_jobs=self.recipe.child.max_jobs,
+                max_rss=self.recipe.child.max_rss,
             )
             for p in self.points()
             if p.index in todo
@@ -135,12 +137,17 @@ class Sweep:
         with the client once the cluster is up (the CLI prints the dashboard link there).
         """
         t0 = time.monotonic()
+        k = self.recipe.resources.threads
+        if client is None:
+            preflight(self.recipe.cluster, k)
+        else:
+            check_fits(client, k)
         with Store.open(self.output, self.loaded, force=force) as store:
             todo = store.todo()
             store.set_attrs(sweep_last_run=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             if todo:
                 if client is None:
-                    with connect(self.recipe.cluster, self.recipe.resources.threads) as own:
+                    with connect(self.recipe.cluster, k) as own:
                         self._run_on(own, store, todo, progress, on_start)
                 else:
                     self._run_on(client, store, todo, progress, on_start)
@@ -152,11 +159,7 @@ class Sweep:
         return ds
 
     def _run_on(self, client: Client, store: Store, todo: set, progress: bool, on_start: Any) -> None:
-        c = self.recipe.child
-        client.register_plugin(
-            CorePool(max_jobs=c.max_jobs, max_rss=c.max_rss, ncores=self.recipe.cluster.threads),
-            name=CorePool.name,
-        )
+        client.register_plugin(CorePool(), name=CorePool.name)
         if on_start is not None:
             on_start(client)
         tasks = self.tasks(todo)

@@ -1,0 +1,148 @@
+"""The child process: capping, measurements, limits. Real spawned children, no Dask."""
+
+import os
+import sys
+
+import psutil
+import pytest
+
+from sweep.capped import Child, ChildConfig, thread_budget
+from sweep.job import parse_job
+from tests.conftest import JOBS, job
+
+CAPPED = ChildConfig(cap=True)
+UNCAPPED = ChildConfig(cap=False)
+
+
+@pytest.fixture
+def child():
+    c = Child([0], CAPPED)
+    yield c
+    c.kill()
+
+
+def test_capped_environment_sets_every_pool_variable():
+    env = CAPPED.environ([0, 1], base={"OMP_NUM_THREADS": "1", "MALLOC_TRIM_THRESHOLD_": "0", "HOME": "/h"})
+    assert env["NPROC"] == env["PJRT_NPROC"] == "2"
+    assert env["OPENBLAS_NUM_THREADS"] == env["MKL_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1"
+    assert env["JAX_PLATFORMS"] == "cpu"
+    assert env["HOME"] == "/h"
+    assert "MALLOC_TRIM_THRESHOLD_" not in env
+
+
+def test_uncapped_environment_drops_what_the_nanny_set():
+    env = UNCAPPED.environ([0], base={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
+    assert "OMP_NUM_THREADS" not in env and "OPENBLAS_NUM_THREADS" not in env and "NPROC" not in env
+
+
+def test_compile_cache_is_passed_to_jax(tmp_path):
+    env = ChildConfig(compile_cache=str(tmp_path)).environ([0], base={})
+    assert env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path)
+    assert env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
+
+
+def test_child_is_pinned_to_its_lease_and_sees_capped_env(child):
+    out = child.run(parse_job(job("affinity")), {})
+    assert out.status == "done", out.error
+    assert out.cores == (0,)
+    assert out.outputs["ncpus"].values == 1 and out.outputs["cpu_sum"].values == 0
+    assert out.outputs["nproc_env"].values == 1 and out.outputs["blas_env"].values == 1
+
+
+def test_child_is_spawned_not_forked(child):
+    # A forked child would share the parent's command line; a spawned one runs the bootstrap.
+    assert psutil.Process(child.pid).cmdline()[1:3] == ["-m", "sweep._bootstrap"]
+    assert psutil.Process(child.pid).ppid() == os.getpid()
+
+
+@pytest.mark.slow
+def test_cap_bounds_jax_threads_and_uncapped_holds_more():
+    peaks = {}
+    for name, config in (("capped", CAPPED), ("uncapped", UNCAPPED)):
+        c = Child([0], config)
+        try:
+            out = c.run(parse_job(job("jax_grad")), {"n": 64})
+        finally:
+            c.kill()
+        assert out.status == "done", out.error
+        peaks[name] = out.peak_threads
+    assert peaks["capped"] <= thread_budget(1) == 15
+    if len(os.sched_getaffinity(0)) > 1:
+        assert peaks["uncapped"] > peaks["capped"], peaks
+
+
+@pytest.mark.slow
+def test_warm_child_serves_a_second_job_without_reimporting_jax(child):
+    first = child.run(parse_job(job("jax_grad")), {"n": 32})
+    second = child.run(parse_job(job("jax_grad")), {"n": 32, "seed": 1})
+    assert first.status == second.status == "done"
+    assert first.outputs["jax_was_loaded"].values == 0
+    assert second.outputs["jax_was_loaded"].values == 1
+    assert first.pid == second.pid
+    assert second.wall_s < first.wall_s  # the first one paid for `import jax`
+
+
+def test_job_exception_is_a_failed_outcome_and_the_child_survives(child):
+    out = child.run(parse_job(job("fail_if")), {"x": 1})
+    assert out.status == "failed"
+    assert "ValueError: x=1 is bad" in out.error and "Traceback" in out.error
+    assert child.alive()
+    assert child.run(parse_job(job("fail_if")), {"x": 2}).status == "done"
+
+
+def test_job_stdout_does_not_break_the_protocol(tmp_path, child):
+    f = tmp_path / "loud.py"
+    f.write_text(
+        "import sys\ndef loud():\n    print('x' * 100000)\n    sys.stdout.flush()\n    return {'a': 1}\n"
+    )
+    out = child.run(parse_job(f"{f}:loud"), {})
+    assert out.status == "done" and out.outputs["a"].values == 1
+
+
+def test_child_killed_by_a_signal_reports_it_with_its_output(tmp_path, child):
+    f = tmp_path / "crash.py"
+    f.write_text(
+        "import os, sys\ndef crash():\n    print('about to abort', file=sys.stderr)\n    os.abort()\n"
+    )
+    out = child.run(parse_job(f"{f}:crash"), {})
+    assert out.status == "failed"
+    assert "SIGABRT" in out.error and "about to abort" in out.error
+    assert not child.alive()
+
+
+def test_timeout_kills_the_whole_tree(tmp_path, child):
+    f = tmp_path / "slow.py"
+    f.write_text(
+        "import subprocess, time\ndef slow():\n    subprocess.Popen(['sleep', '60'])\n    time.sleep(60)\n"
+    )
+    out = child.run(parse_job(f"{f}:slow"), {}, timeout=1.0)
+    assert out.status == "timeout" and "1 s" in out.error
+    assert not child.alive()
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "60"]]
+
+
+def test_memory_limit_kills_the_child(tmp_path, child):
+    f = tmp_path / "hog.py"
+    f.write_text(
+        "import time\n"
+        "def hog():\n"
+        "    blocks = []\n"
+        "    while True:\n"
+        "        blocks.append(bytearray(50 * 2**20))\n"
+        "        time.sleep(0.02)\n"
+    )
+    out = child.run(parse_job(f"{f}:hog"), {}, memory=300 * 2**20)
+    assert out.status == "killed" and "memory limit" in out.error
+    assert not child.alive()
+
+
+def test_bootstrap_imports_no_numpy_before_pinning():
+    code = (
+        "import sys; import sweep, sweep._bootstrap, sweep._serve, sweep.job; "
+        "print(sorted(m for m in ('numpy', 'jax', 'psutil', 'distributed') if m in sys.modules))"
+    )
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert JOBS.exists()

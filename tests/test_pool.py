@@ -1,0 +1,103 @@
+"""Core leases on a real Dask worker: disjoint cores, exclusive k=2 jobs, warm reuse."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from sweep import Sweep
+from sweep.capped import ChildConfig
+from sweep.cluster import local_cores
+from sweep.pool import CorePool
+from tests.conftest import job
+
+needs_two = pytest.mark.skipif(local_cores() < 2, reason="needs 2 CPUs")
+
+
+def _intervals(ds):
+    s = ds["started"].values.ravel().astype("datetime64[ns]").astype(float)
+    f = ds["finished"].values.ravel().astype("datetime64[ns]").astype(float)
+    return sorted(zip(s, f))
+
+
+@needs_two
+def test_leases_are_disjoint_and_wait_for_free_cores():
+    pool = CorePool()
+    pool.setup()
+    pool.cores, pool._free = (0, 1), {0, 1}
+    got, order = [], []
+    config = ChildConfig()
+    try:
+        with pool.lease(1, config) as a, pool.lease(1, config) as b:
+            got = [a.cores, b.cores]
+
+            def wide():
+                with pool.lease(2, config) as c:
+                    order.append(("wide", c.cores))
+
+            t = threading.Thread(target=wide)
+            t.start()
+            time.sleep(0.3)
+            order.append(("narrow released", None))
+        t.join(30)
+    finally:
+        pool.teardown()
+    assert sorted(got) == [(0,), (1,)]
+    assert order == [("narrow released", None), ("wide", (0, 1))]
+
+
+def test_warm_children_are_reused_by_later_leases():
+    pool = CorePool()
+    pool.setup()
+    try:
+        with pool.lease(1, ChildConfig()) as first:
+            pid = first.pid
+        with pool.lease(1, ChildConfig()) as again:
+            assert again.pid == pid
+        with pool.lease(1, ChildConfig(), max_jobs=1) as c:
+            c.jobs_run = 1
+        with pool.lease(1, ChildConfig()) as fresh:
+            assert fresh.pid != pid  # recycled after max_jobs
+        assert pool.spawned == 2
+    finally:
+        pool.teardown()
+
+
+@needs_two
+def test_concurrent_one_core_jobs_run_on_disjoint_cores(client, out):
+    s = Sweep(job("affinity"), {"grid": {"x": [0, 1, 2, 3]}, "fixed": {"seconds": 1.0}}, output=out)
+    ds = s.run(client=client, progress=False)
+    assert (ds["status"] == "done").all()
+    assert set(ds["cores"].values.tolist()) == {"0", "1"}
+    # each child's own sched_getaffinity is exactly its lease
+    assert (ds["ncpus"] == 1).all()
+    assert (ds["cpu_sum"].values.astype(int).astype(str) == ds["cores"].values.astype(str)).all()
+    # points that overlapped in time ran on different cores
+    starts = ds["started"].values.astype(float)
+    ends = ds["finished"].values.astype(float)
+    cores = ds["cores"].values
+    overlapping = 0
+    for i in range(4):
+        for j in range(i + 1, 4):
+            if starts[i] < ends[j] and starts[j] < ends[i]:
+                overlapping += 1
+                assert cores[i] != cores[j]
+    assert overlapping >= 1
+
+
+@needs_two
+def test_two_core_jobs_never_overlap(client, out):
+    s = Sweep(
+        job("affinity"),
+        {"grid": {"x": [0, 1, 2]}, "fixed": {"seconds": 0.5}},
+        resources={"threads": 2},
+        output=out,
+    )
+    ds = s.run(client=client, progress=False)
+    assert (ds["status"] == "done").all()
+    assert (ds["ncpus"] == 2).all() and set(ds["cores"].values.tolist()) == {"0,1"}
+    spans = _intervals(ds)
+    for (_s0, e0), (s1, _) in zip(spans, spans[1:]):
+        assert e0 <= s1, "two threads=2 jobs overlapped on a 2-core worker"
+    assert np.all(ds["nproc_env"] == 2)

@@ -1,0 +1,136 @@
+"""End to end through the CLI and the API: interruption, resume, lock, failures, callables."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import xarray as xr
+import yaml
+
+from sweep import Sweep, open_results
+from sweep.cli import main
+from tests.conftest import JOBS, ROOT
+
+OUTPUTS = ["y", "vec", "curve"]
+
+
+def write_recipe(tmp_path: Path, seconds: float = 0.0, **extra) -> Path:
+    recipe = {
+        "name": "resumable",
+        "job": f"{JOBS}:square",
+        "params": {"grid": {"x": [1.0, 2.0, 3.0, 4.0], "offset": [0.0, 10.0]}, "fixed": {"seconds": seconds}},
+        "output": str(tmp_path / "out.zarr"),
+        **extra,
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path
+
+
+def sweep_cli(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sweep.cli", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def done_count(path: Path) -> int:
+    try:
+        return int((open_results(path)["status"] == "done").sum())
+    except (FileNotFoundError, KeyError, ValueError):
+        return 0
+
+
+@pytest.mark.slow
+def test_killed_submit_resumes_running_only_the_rest_and_matches_an_uninterrupted_run(client, tmp_path):
+    recipe = write_recipe(tmp_path, seconds=0.8)
+    out = tmp_path / "out.zarr"
+    proc = sweep_cli("submit", str(recipe), "--no-progress", start_new_session=True)
+    deadline = time.monotonic() + 120
+    while done_count(out) < 2:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no progress"
+        time.sleep(0.1)
+
+    # a second submit on the same output refuses at once, naming the first
+    second = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode == 2
+    assert f"pid {proc.pid}" in second.stderr and ".sweep.lock" in second.stderr
+
+    tree = psutil.Process(proc.pid).children(recursive=True)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _, alive = psutil.wait_procs(tree, timeout=15)
+    assert not alive, f"orphans left behind: {[p.pid for p in alive]}"
+
+    before = open_results(out)
+    done_before = before["status"].values == "done"
+    assert 2 <= done_before.sum() < 8
+    rerun_at = np.datetime64(time.time_ns(), "ns")
+    after = Sweep.from_yaml(recipe).run(client=client, progress=False)
+    assert (after["status"] == "done").all()
+    rerun = after["started"].values > rerun_at
+    assert not (rerun & done_before).any(), "a point done before the kill ran again"
+    assert rerun.sum() == (~done_before).sum()
+    np.testing.assert_array_equal(after["started"].values[done_before], before["started"].values[done_before])
+
+    reference = Sweep.from_yaml(recipe, output=str(tmp_path / "ref.zarr")).run(client=client, progress=False)
+    xr.testing.assert_equal(after[OUTPUTS], reference[OUTPUTS])
+
+
+def test_cli_submit_status_results_on_a_finished_sweep(tmp_path, capsys):
+    recipe = write_recipe(tmp_path, name="cli")
+    out = tmp_path / "out.zarr"
+    assert main(["submit", str(recipe), "--no-progress", "--set", "cluster.dashboard=127.0.0.1:0"]) == 0
+    assert main(["status", str(out)]) == 0
+    assert "done     8" in capsys.readouterr().out
+    assert main(["results", str(out), "--export", str(tmp_path / "t.csv")]) == 0
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    assert lines[0].startswith("x,offset,") and len(lines) == 9
+    assert main(["results", str(out), "--export", str(tmp_path / "t.nc")]) == 0
+    assert xr.open_dataset(tmp_path / "t.nc")["y"].shape == (4, 2)
+    # nothing left to do: a rerun is a no-op that still exits 0
+    assert main(["submit", str(recipe), "--no-progress"]) == 0
+
+
+def test_failed_points_are_recorded_retried_and_exit_1(client, tmp_path, capsys):
+    s = Sweep(
+        f"{JOBS}:fail_if",
+        {"grid": {"x": [0, 1, 2]}},
+        resources={"retries": 2},
+        output=tmp_path / "f.zarr",
+    )
+    ds = s.run(client=client, progress=False)
+    assert list(ds["status"].values) == ["done", "failed", "done"]
+    assert list(ds["attempts"].values) == [1, 3, 1]
+    assert "ValueError: x=1 is bad" in ds["error"].values[1]
+    assert main(["status", str(tmp_path / "f.zarr")]) == 1
+    assert "failed" in capsys.readouterr().out
+
+
+def test_a_notebook_callable_is_sent_by_value(client, tmp_path):
+    scale = 3.0
+
+    def local_job(a):
+        return {"b": a * scale}
+
+    ds = Sweep(local_job, {"list": [{"a": 1.0}, {"a": 2.0}]}, output=tmp_path / "c.zarr").run(
+        client=client, progress=False
+    )
+    assert list(ds["b"].values) == [3.0, 6.0]

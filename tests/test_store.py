@@ -1,0 +1,91 @@
+"""The result store on real zarr: layout as the README documents it, locking, resume, mismatch."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sweep import Sweep, open_results
+from sweep.recipe import Recipe
+from sweep.store import RECORD_VARS, Store, StoreLocked, StoreMismatch
+from tests.conftest import job
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def documented_per_point() -> dict[str, str]:
+    """`name` -> dtype from the README's result-dataset table (rows whose dims are 'sweep')."""
+    section = README.read_text().split("<!-- dataset-table -->")[1]
+    rows = re.findall(r"^\| `(\w+)` \| sweep \| ([\w\[\]]+) \|", section, flags=re.M)
+    return dict(rows)
+
+
+def loaded(output, params=None):
+    data = {"job": job("square"), "params": params or {"grid": {"x": [1.0, 2.0, 3.0], "offset": [0, 10]}}}
+    return Recipe.from_dict({**data, "output": str(output)})
+
+
+def test_readme_documents_every_per_point_variable():
+    doc = documented_per_point()
+    assert set(RECORD_VARS) | {"point_id"} == set(doc)
+
+
+def test_grid_dataset_has_the_documented_layout(client, out):
+    ds = Sweep(job("square"), {"grid": {"x": [1.0, 2.0, 3.0], "offset": [0, 10]}}, output=out).run(
+        client=client, progress=False
+    )
+    doc = documented_per_point()
+    for name, dtype in doc.items():
+        assert ds[name].dims == ("x", "offset"), name
+        kind = "str" if ds[name].dtype == object else str(ds[name].dtype)
+        assert kind == dtype, (name, kind, dtype)
+    assert "point_id" in ds.coords and list(ds.coords["x"].values) == [1.0, 2.0, 3.0]
+    assert ds["y"].dims == ("x", "offset") and ds["y"].dtype == np.float64
+    assert ds["vec"].dims == ("x", "offset", "vec_dim_0")
+    assert ds["curve"].dims == ("x", "offset", "t") and list(ds["t"].values) == [0, 1, 2, 3]
+    assert float(ds["y"].sel(x=3.0, offset=10)) == 19.0
+    assert np.allclose(ds["curve"].sel(x=2.0, offset=0), np.linspace(0, 2, 4))
+    assert ds.attrs["sweep_name"] == "sweep" and "jax" in ds.attrs["sweep_versions"]
+    assert "square" in ds.attrs["sweep_recipe"]
+    assert (ds["status"] == "done").all() and (ds["attempts"] == 1).all()
+    assert (ds["peak_threads"] > 0).all() and (ds["peak_rss"] > 0).all()
+
+
+def test_non_grid_spaces_use_a_point_dim_with_parameter_coords(client, out):
+    params = {"zip": {"x": [1.0, 2.0], "offset": [5, 6]}}
+    ds = Sweep(job("square"), params, output=out).run(client=client, progress=False)
+    assert ds["y"].dims == ("point",)
+    assert list(ds.coords["offset"].values) == [5, 6]
+    assert list(ds["y"].values) == [6.0, 10.0]
+
+
+def test_a_second_writer_is_refused_naming_the_holder(out):
+    with Store.open(out, loaded(out)), pytest.raises(StoreLocked, match=r"pid \d+ on"):
+        Store.open(out, loaded(out))
+
+
+def test_a_different_space_is_refused_unless_forced(out):
+    Store.open(out, loaded(out)).close()
+    other = loaded(out, {"grid": {"x": [1.0, 2.0], "offset": [0]}})
+    with pytest.raises(StoreMismatch, match="--force"):
+        Store.open(out, other)
+    Store.open(out, other, force=True).close()
+    assert open_results(out)["status"].shape == (2, 1)
+
+
+def test_outputs_that_change_shape_fail_that_point_only(out):
+    with Store.open(out, loaded(out)) as store:
+        from sweep.job import Output
+
+        ok = {"index": (0, 0), "status": "done", "outputs": {"v": Output(np.zeros(3), ("k",))}}
+        bad = {"index": (0, 1), "status": "done", "outputs": {"v": Output(np.zeros(4), ("k",))}}
+        written = store.write([ok, bad])
+    assert [r["status"] for r in written] == ["done", "failed"]
+    assert "must keep their shape" in written[1]["error"]
+    ds = open_results(out)
+    assert ds["status"].values[0, 0] == "done" and ds["status"].values[0, 1] == "failed"
+
+
+def test_status_is_written_last(out):
+    assert list(RECORD_VARS)[-1] == "status"
