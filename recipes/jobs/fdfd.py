@@ -102,6 +102,6 @@ def optimize(
     }
 
 
-def noop() -> dict:
-    """Does nothing; measures the orchestration overhead per point."""
+def noop(**params) -> dict:
+    """Does nothing with any parameters; measures the orchestration overhead per point."""
     return {"ok": 1.0}

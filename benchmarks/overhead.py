@@ -1,0 +1,98 @@
+"""Per-job overhead of warm vs cold children, and no-op points end to end.
+
+    .venv/bin/python benchmarks/overhead.py [--jobs 200] [--points 1000] [--json out.json]
+
+1. Pool level (no Dask): lease a core, run a no-op job in the child, give it back. "warm"
+   reuses the child; "cold" recycles it after every job (``max_jobs=1``), so each job pays
+   a fresh ``python`` process. Median ms per job over ``--jobs`` jobs, and the ratio.
+2. End to end: ``--points`` no-op points through ``Sweep.run`` on a LocalCluster with every
+   core (the cluster is started before the clock starts): wall time and ms per point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from distributed import Client, LocalCluster
+
+from sweep import Sweep
+from sweep.capped import ChildConfig
+from sweep.cluster import local_cores
+from sweep.job import parse_job
+from sweep.pool import CorePool
+
+NOOP = Path(__file__).resolve().parents[1] / "recipes" / "jobs" / "fdfd.py"
+
+
+def pool_overhead(jobs: int, warm: bool) -> list[float]:
+    pool = CorePool()
+    pool.setup()
+    ref = parse_job(f"{NOOP}:noop")
+    times = []
+    try:
+        for _ in range(jobs):
+            t0 = time.perf_counter()
+            with pool.lease(1, ChildConfig(), max_jobs=10**9 if warm else 1) as child:
+                outcome = child.run(ref, {})
+            times.append(time.perf_counter() - t0)
+            assert outcome.status == "done", outcome.error
+    finally:
+        pool.teardown()
+    return times[1:] if warm else times  # the first warm job pays the spawn
+
+
+def end_to_end(points: int) -> dict:
+    n = local_cores()
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=n,
+            resources={"threads": n},
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as client,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        s = Sweep(f"{NOOP}:noop", {"zip": {"i": list(range(points))}}, output=f"{tmp}/noop.zarr")
+        t0 = time.perf_counter()
+        ds = s.run(client=client, progress=False)
+        wall = time.perf_counter() - t0
+        done = int((ds["status"] == "done").sum())
+    return {"points": points, "done": done, "wall_s": wall, "ms_per_point": 1e3 * wall / points}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--jobs", type=int, default=200)
+    p.add_argument("--points", type=int, default=1000)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    warm = pool_overhead(args.jobs, warm=True)
+    cold = pool_overhead(max(10, args.jobs // 10), warm=False)
+    result = {
+        "warm_ms_median": 1e3 * statistics.median(warm),
+        "cold_ms_median": 1e3 * statistics.median(cold),
+        "end_to_end": end_to_end(args.points),
+    }
+    result["cold_over_warm"] = result["cold_ms_median"] / result["warm_ms_median"]
+    print(f"per-job overhead, warm child: {result['warm_ms_median']:.2f} ms (median of {len(warm)})")
+    print(f"per-job overhead, cold child: {result['cold_ms_median']:.1f} ms (median of {len(cold)})")
+    print(f"cold / warm: {result['cold_over_warm']:.0f}x")
+    e = result["end_to_end"]
+    print(f"{e['points']} no-op points end to end: {e['wall_s']:.1f} s ({e['ms_per_point']:.1f} ms/point)")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
