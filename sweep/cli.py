@@ -15,6 +15,10 @@ from pathlib import Path
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
 
 
+class UsageError(ValueError):
+    """A command-line argument that can't work (a store that isn't one, an export format)."""
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sweep", description="Thread-capped JAX parameter sweeps on Dask.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -52,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from sweep.cluster import ClusterError
+    from sweep.limits import HeadroomError
     from sweep.recipe import RecipeError
     from sweep.store import StoreLocked, StoreMismatch
 
@@ -59,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"submit": _submit, "validate": _validate, "status": _status, "results": _results}[
             args.command
         ](args)
-    except (RecipeError, StoreLocked, StoreMismatch, ClusterError, FileNotFoundError) as exc:
+    except (RecipeError, StoreLocked, StoreMismatch, ClusterError, HeadroomError, UsageError) as exc:
         print(f"sweep {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -109,7 +114,10 @@ def _validate(args: argparse.Namespace) -> int:
 def _open(path: str):
     from sweep.store import open_results
 
-    return open_results(Path(path))
+    try:
+        return open_results(Path(path))
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -128,10 +136,23 @@ def _status(args: argparse.Namespace) -> int:
     shown = 0
     for pid, st, err in zip(ids, status, errors):
         if st not in ("done", "pending") and shown < 10:
-            last = err.strip().splitlines()[-1] if err.strip() else ""
-            print(f"  {st} {pid}: {last}")
+            print(f"  {st} {pid}: {_headline(err)}")
             shown += 1
+    over = (ds["peak_threads"] > ds["thread_budget"]) & (ds["thread_budget"] > 0)
+    if over.any():
+        print(f"  over their thread budget: {int(over.sum())} points (see peak_threads)")
     return EXIT_OK if counts["done"] == total else EXIT_INCOMPLETE
+
+
+def _headline(error: str) -> str:
+    """One line of an error: a traceback's exception line, else the first line."""
+    lines = error.strip().splitlines()
+    if not lines:
+        return ""
+    if lines[0].startswith("Traceback"):
+        tail = error.split("; last lines of its output", 1)[0].strip().splitlines()
+        return tail[-1]
+    return lines[0]
 
 
 def _results(args: argparse.Namespace) -> int:
@@ -162,7 +183,7 @@ def _export(ds, target: Path) -> None:
                 out[name] = out[name].astype(str)
         out.to_netcdf(target)
     else:
-        raise FileNotFoundError(f"--export {target}: use a .nc or .csv file name")
+        raise UsageError(f"--export {target}: use a .nc or .csv file name")
 
 
 if __name__ == "__main__":

@@ -148,7 +148,8 @@ class PointTask:
     timeout: float | None = None
     memory: int | None = None
     retries: int = 0
-    max_threads: int | None = None
+    thread_budget: int = 15
+    kill_over_budget: bool = False
     config: ChildConfig = field(default_factory=ChildConfig)
     max_jobs: int = 500
     max_rss: int | None = None
@@ -174,12 +175,14 @@ def run_point(task: PointTask) -> dict[str, Any]:
                     task.kwargs,
                     timeout=task.timeout,
                     memory=task.memory,
-                    max_threads=task.max_threads,
+                    max_threads=task.thread_budget if task.kill_over_budget else None,
                 )
         except ChildDied as exc:
             outcome = Outcome("failed", error=f"child could not start: {exc}")
         if outcome.status == "done":
             break
     record = dict(vars(outcome))
-    record.update(index=task.index, attempts=attempts, host=socket.gethostname())
+    record.update(
+        index=task.index, attempts=attempts, host=socket.gethostname(), thread_budget=task.thread_budget
+    )
     return record

@@ -107,6 +107,9 @@ def summary_table(ds: Any, wall_s: float, output: str) -> Table:
         wall = ds["wall_s"].values.ravel()[done]
         table.add_row("job wall s (median / max)", f"{np.median(wall):.2f} / {wall.max():.2f}")
         table.add_row("peak threads (max)", str(int(ds["peak_threads"].values.ravel()[done].max())))
+        over = int((ds["peak_threads"] > ds["thread_budget"]).where(ds["thread_budget"] > 0, False).sum())
+        if over:
+            table.add_row("[red]points over their thread budget", str(over))
         table.add_row("peak RSS MiB (max)", f"{ds['peak_rss'].values.ravel()[done].max() / 2**20:.0f}")
     table.add_row("sweep wall s", f"{wall_s:.1f}")
     return table

@@ -84,6 +84,7 @@ class ChildSettings(_Model):
     max_jobs: int = Field(500, ge=1)
     max_rss: int | None = Field(None, gt=0)
     env: dict[str, str] = {}
+    preflight: bool = True
 
     _max_rss = field_validator("max_rss", mode="before")(_size)
 

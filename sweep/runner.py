@@ -14,6 +14,7 @@ interrupted sweep loses nothing and a rerun runs only the points not ``done``.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -22,8 +23,9 @@ from typing import Any
 
 from distributed import Client, as_completed
 
+from sweep import limits
 from sweep.capped import ChildConfig, default_compile_cache, thread_budget
-from sweep.cluster import check_fits, connect, preflight
+from sweep.cluster import check_fits, connect, local_cores, preflight
 from sweep.pool import CorePool, PointTask, run_point
 from sweep.progress import SweepProgress, summary_table
 from sweep.recipe import Recipe
@@ -96,11 +98,16 @@ class Sweep:
             cap=c.cap, compile_cache=cache_dir, platforms=c.platforms, env=tuple(sorted(c.env.items()))
         )
 
+    @property
+    def thread_budget(self) -> int:
+        """Threads each job may hold: ``resources.thread_budget``, else 10 + 5k."""
+        r = self.recipe.resources
+        return r.thread_budget or thread_budget(r.threads)
+
     def tasks(self, todo: Iterable[tuple[int, ...]]) -> list[PointTask]:
         """The tasks for the given point indices, in the space's order."""
         todo = set(todo)
         r, fixed = self.recipe.resources, self.recipe.params.fixed
-        budget = r.thread_budget or thread_budget(r.threads)
         config = self.child_config()
         return [
             PointTask(
@@ -112,7 +119,8 @@ class Sweep:
                 timeout=r.timeout,
                 memory=r.memory,
                 retries=r.retries,
-                max_threads=budget if r.on_thread_overflow == "fail" else None,
+                thread_budget=self.thread_budget,
+                kill_over_budget=r.on_thread_overflow == "fail",
                 config=config,
                 max_jobs=self.recipe.child.max_jobs,
                 max_rss=self.recipe.child.max_rss,
@@ -142,6 +150,7 @@ class Sweep:
             preflight(self.recipe.cluster, k)
         else:
             check_fits(client, k)
+        self._check_thread_headroom(client)
         with Store.open(self.output, self.loaded, force=force) as store:
             todo = store.todo()
             store.set_attrs(sweep_last_run=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
@@ -157,6 +166,23 @@ class Sweep:
         if progress:
             SweepProgress(0).console.print(summary_table(ds, self.wall_s, str(self.output)))
         return ds
+
+    def _check_thread_headroom(self, client: Client | None) -> None:
+        """Refuse (HeadroomError) a local plan that can't fit under ``ulimit -u``; warn if tight."""
+        c = self.recipe.child
+        if not c.preflight or (client is None and self.recipe.cluster.kind != "local"):
+            return
+        if client is None:
+            cores = self.recipe.cluster.threads or local_cores()
+        else:
+            workers = client.scheduler_info()["workers"].values()
+            cores = int(max((w["resources"].get("threads", 0) for w in workers), default=0))
+        if not cores:
+            return
+        p = limits.plan(cores, self.recipe.resources.threads, c.cap, self.thread_budget)
+        warning = limits.check_headroom(p)
+        if warning:
+            print(f"sweep: warning: {warning}", file=sys.stderr)
 
     def _run_on(self, client: Client, store: Store, todo: set, progress: bool, on_start: Any) -> None:
         client.register_plugin(CorePool(), name=CorePool.name)

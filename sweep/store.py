@@ -50,6 +50,7 @@ RECORD_VARS: dict[str, Var] = {
     "wall_s": Var("float64", np.nan, {"units": "s", "long_name": "job wall time in the child"}),
     "cpu_s": Var("float64", np.nan, {"units": "s", "long_name": "CPU time of the child and its children"}),
     "peak_threads": Var("int32", 0, {"long_name": "most OS threads the child's tree held"}),
+    "thread_budget": Var("int32", 0, {"long_name": "threads the job was allowed (10 + 5k by default)"}),
     "peak_rss": Var("int64", 0, {"units": "bytes", "long_name": "peak resident memory of the job"}),
     "cores": Var(str, "", {"long_name": "CPU ids the child was pinned to, comma-separated"}),
     "host": Var(str, "", {"long_name": "host the job ran on"}),

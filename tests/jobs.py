@@ -49,3 +49,58 @@ def fail_if(x: int, bad: int = 1) -> dict:
     if x == bad:
         raise ValueError(f"x={x} is bad")
     return {"value": float(x)}
+
+
+def crash(x: int, how: str = "ok") -> dict:
+    """Dies the way it is told to when x == 1: abort, segv (a real NULL read) or exit."""
+    import ctypes
+    import sys
+
+    if x == 1:
+        print(f"crashing by {how}", file=sys.stderr, flush=True)
+        if how == "abort":
+            os.abort()
+        if how == "segv":
+            ctypes.string_at(0)
+        if how == "exit":
+            os._exit(3)
+    return {"value": float(x)}
+
+
+def hog(x: int, limit_mb: int = 0) -> dict:
+    """When x == 1, allocates 50 MiB at a time until killed; otherwise returns at once."""
+    blocks = []
+    while x == 1:
+        blocks.append(bytearray(50 * 2**20))
+        time.sleep(0.02)
+    return {"value": float(x)}
+
+
+def sleepy(x: int, seconds: float = 60.0) -> dict:
+    if x == 1:
+        time.sleep(seconds)
+    return {"value": float(x)}
+
+
+def many_threads(x: int, n: int = 40) -> dict:
+    """Holds n extra Python threads for a second."""
+    import threading
+
+    threads = [threading.Thread(target=time.sleep, args=(1.0,)) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"value": float(x)}
+
+
+def bad_output(x: int) -> dict:
+    return {"value": float(x)} if x != 1 else {"value": {"nested": "dict"}}
+
+
+def marked(x: int, folder: str, seconds: float = 2.0) -> dict:
+    """Leaves a marker file per start (name: x and child pid), then sleeps."""
+    with open(os.path.join(folder, f"start-{x}-{os.getpid()}"), "w"):
+        pass
+    time.sleep(seconds)
+    return {"value": float(x)}

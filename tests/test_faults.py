@@ -1,0 +1,172 @@
+"""Faults injected for real: each one fails its point only, and the sweep and worker go on."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from sweep import Sweep, open_results
+from tests.conftest import JOBS, ROOT
+
+
+def worker_pids(client) -> set[int]:
+    return set(client.run(os.getpid).values())
+
+
+def run(client, tmp_path, name, params, **kw):
+    return Sweep(f"{JOBS}:{name}", params, output=tmp_path / f"{name}.zarr", **kw).run(
+        client=client, progress=False
+    )
+
+
+@pytest.mark.parametrize(("how", "signal_name"), [("abort", "SIGABRT"), ("segv", "SIGSEGV")])
+def test_child_killed_by_a_signal_fails_its_point_and_the_worker_survives(client, tmp_path, how, signal_name):
+    before = worker_pids(client)
+    ds = run(client, tmp_path, "crash", {"grid": {"x": [0, 1, 2, 3]}, "fixed": {"how": how}})
+    assert list(ds["status"].values) == ["done", "failed", "done", "done"]
+    error = ds["error"].values[1]
+    assert signal_name in error and f"crashing by {how}" in error
+    assert worker_pids(client) == before
+    dead = ds["pid"].values[1]
+    assert dead not in set(ds["pid"].values[[2, 3]])  # later points got a fresh child
+    assert not psutil.pid_exists(dead) or psutil.Process(dead).status() == psutil.STATUS_ZOMBIE
+
+
+def test_timeout_kills_the_child_and_returns_the_lease(client, tmp_path):
+    ds = run(
+        client, tmp_path, "sleepy", {"grid": {"x": [0, 1, 2]}}, resources={"timeout": "1s", "retries": 1}
+    )
+    assert list(ds["status"].values) == ["done", "timeout", "done"]
+    assert "timed out after 1 s (resources.timeout)" in ds["error"].values[1]
+    assert ds["attempts"].values[1] == 2
+    assert 1.0 <= ds["wall_s"].values[1] < 10
+
+
+def test_memory_limit_kills_the_child_and_says_so(client, tmp_path):
+    before = worker_pids(client)
+    ds = run(client, tmp_path, "hog", {"grid": {"x": [0, 1, 2]}}, resources={"memory": "400MiB"})
+    assert list(ds["status"].values) == ["done", "killed", "done"]
+    assert "memory limit exceeded" in ds["error"].values[1] and "> 400 MiB" in ds["error"].values[1]
+    assert worker_pids(client) == before
+
+
+def test_thread_overflow_is_reported_and_killed_when_asked(client, tmp_path):
+    params = {"grid": {"x": [0]}, "fixed": {"n": 40}}
+    warn = run(client, tmp_path, "many_threads", params)
+    assert warn["status"].item() == "done"
+    assert warn["peak_threads"].item() > warn["thread_budget"].item() == 15
+    fail = Sweep(
+        f"{JOBS}:many_threads",
+        params,
+        resources={"on_thread_overflow": "fail"},
+        output=tmp_path / "fail.zarr",
+    ).run(client=client, progress=False)
+    assert fail["status"].item() == "killed"
+    assert "thread budget exceeded" in fail["error"].item()
+
+
+def test_unsupported_output_fails_that_point_only(client, tmp_path):
+    ds = run(client, tmp_path, "bad_output", {"grid": {"x": [0, 1, 2]}})
+    assert list(ds["status"].values) == ["done", "failed", "done"]
+    assert "output 'value'" in ds["error"].values[1]
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_job_is_rescheduled_without_orphans_or_double_records(tmp_path):
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=2,
+            resources={"threads": 2},
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        result = {}
+        s = Sweep(
+            f"{JOBS}:marked",
+            {"grid": {"x": [0, 1, 2, 3]}, "fixed": {"folder": str(markers), "seconds": 2.0}},
+            output=tmp_path / "w.zarr",
+        )
+        t = threading.Thread(target=lambda: result.update(ds=s.run(client=client, progress=False)))
+        t.start()
+        deadline = time.monotonic() + 60
+        while not glob.glob(str(markers / "start-*")):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (worker_pid,) = worker_pids(client)
+        victims = psutil.Process(worker_pid).children(recursive=True)
+        assert victims, "the worker should have capped children"
+        os.kill(worker_pid, signal.SIGKILL)
+        _, alive = psutil.wait_procs(victims, timeout=15)
+        assert not alive, "children outlived their worker"
+        t.join(180)
+        assert not t.is_alive()
+    ds = result["ds"]
+    assert (ds["status"] == "done").all()
+    starts = sorted(os.listdir(markers))
+    assert len(starts) > 4  # the killed point(s) started again on the new worker
+    killed = {
+        int(name.split("-")[1]) for name in starts if int(name.split("-")[2]) in {v.pid for v in victims}
+    }
+    for x in killed:
+        assert ds["pid"].values[x] not in {v.pid for v in victims}  # recorded once, from the rerun
+    assert list(ds["value"].values) == [0.0, 1.0, 2.0, 3.0]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, numpy as np
+    from sweep.recipe import Recipe
+    from sweep.store import Store
+    from sweep.job import Output
+    out, jobs = sys.argv[1], sys.argv[2]
+    space = {"zip": {"x": list(map(float, range(400)))}}
+    loaded = Recipe.from_dict({"job": jobs + ":square", "params": space, "output": out})
+    rng = np.random.default_rng()
+    with Store.open(out, loaded) as store:
+        for i in sorted(store.todo()):
+            big = rng.random(200_000)  # incompressible, so a write takes a while
+            big[0] = i[0]
+            outputs = {"big": Output(big, ("k",)), "y": Output(np.array(1.0), ())}
+            store.write([{"index": i, "status": "done", "outputs": outputs, "wall_s": 1.0}])
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_writer_killed_mid_write_never_leaves_a_done_point_with_partial_data(tmp_path):
+    out = tmp_path / "torn.zarr"
+    rng = np.random.default_rng(0)
+    counts = []
+    for _ in range(4):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(out), str(JOBS)], cwd=ROOT)
+        time.sleep(1.5 + rng.random())
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        ds = open_results(out)
+        done = ds["status"].values == "done"
+        counts.append(int(done.sum()))
+        if "big" in ds:
+            big = ds["big"].values[done]
+            assert not np.isnan(big).any(), "a point reads done with missing data"
+            assert (big[:, 0] == ds["x"].values[done]).all()
+            assert (ds["wall_s"].values[done] == 1.0).all()
+    # every kill landed mid-sweep: progress each time, never the end
+    assert counts[0] > 0 and all(a < b for a, b in zip(counts, counts[1:])) and counts[-1] < 400, counts
