@@ -55,6 +55,7 @@ CAPPED_TO_ONE = (
 NANNY_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_")
 SAMPLE_S = 0.1
 START_TIMEOUT_S = 120.0
+SPAWN_RETRIES = 8
 
 
 def default_compile_cache() -> str:
@@ -138,18 +139,11 @@ class Child:
         self._rep_r, rep_w = os.pipe()
         pin = ",".join(map(str, self.cores)) if config.cap else ""
         args = [sys.executable, "-m", "sweep._bootstrap", pin, str(req_r), str(rep_w), str(os.getpid())]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                args,
-                pass_fds=(req_r, rep_w),
-                env=config.environ(self.cores),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        os.close(req_r)
-        os.close(rep_w)
+        try:
+            self.proc = self._spawn(args, (req_r, rep_w), config.environ(self.cores))
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
         self.pid = self.proc.pid
         self._ps = psutil.Process(self.pid)
         if not self._wait_readable(START_TIMEOUT_S):
@@ -159,6 +153,29 @@ class Child:
             _serve.receive(self._rep_r)
         except EOFError:
             raise ChildDied(self._death_message()) from None
+
+    def _spawn(self, args: list[str], fds: tuple[int, int], env: dict[str, str]) -> subprocess.Popen:
+        """Popen, retried for a few seconds on EAGAIN: when another process of the user has
+        just exhausted ``ulimit -u`` (a JAX child aborting in pthread_create), fork fails
+        until that process is gone, and that should not cost this point."""
+        for attempt in range(SPAWN_RETRIES):
+            try:
+                with open(self.log_path, "ab") as log:
+                    return subprocess.Popen(
+                        args,
+                        pass_fds=fds,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+            except BlockingIOError:
+                time.sleep(0.25 * (attempt + 1))
+        raise ChildDied(
+            "could not fork a child: the user's process/thread limit (ulimit -u) is exhausted; "
+            "see `sweep doctor`"
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
     def alive(self) -> bool:

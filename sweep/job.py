@@ -210,7 +210,7 @@ def callable_ref(fn: Callable) -> JobRef:
 
 @dataclass
 class Output:
-    """One named job output as plain numpy: values, dim names, coords of those dims."""
+    """One named job output: values (a numpy array or a Python number), dim names, dim coords."""
 
     values: Any
     dims: tuple[str, ...]
@@ -223,9 +223,9 @@ def normalize_outputs(raw: Any) -> dict[str, Output]:
     Accepts a mapping of name -> scalar / numpy or JAX array / ``xarray.DataArray``, an
     ``xarray.Dataset``, or a single scalar or array (stored as ``result``). Unnamed array
     dims are called ``<name>_dim_<i>``; a DataArray keeps its dims and dim coordinates.
+    Plain Python numbers stay Python numbers, so a job that returns only those never makes
+    the child import numpy (nor start its BLAS threads).
     """
-    import numpy as np
-
     if _is_xarray(raw, "Dataset"):
         raw = {name: raw[name] for name in raw.data_vars}
     elif not isinstance(raw, Mapping):
@@ -234,6 +234,11 @@ def normalize_outputs(raw: Any) -> dict[str, Output]:
     for name, value in raw.items():
         if not isinstance(name, str) or not name.isidentifier():
             raise TypeError(f"output name {name!r} must be a string identifier")
+        if type(value) in (bool, int, float, complex):
+            outputs[name] = Output(value, ())
+            continue
+        import numpy as np
+
         if _is_xarray(value, "DataArray"):
             coords = {d: np.asarray(value[d].values) for d in value.dims if d in value.coords}
             outputs[name] = Output(np.asarray(value.values), tuple(map(str, value.dims)), coords)

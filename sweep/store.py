@@ -169,7 +169,8 @@ class Store:
         index = tuple(np.array(ix) for ix in zip(*(r["index"] for r in records)))
         for r in records:
             for name, out in r.get("outputs", {}).items():
-                self.group[name][r["index"] + (slice(None),) * out.values.ndim] = out.values
+                values = np.asarray(out.values)
+                self.group[name][r["index"] + (slice(None),) * values.ndim] = values
         for name in RECORD_VARS:
             values = [_record_value(r, name) for r in records]
             array = self.group[name]
@@ -191,9 +192,9 @@ class Store:
                     continue
                 own_dims = tuple(dims[len(self.dims) :])
                 shape = self.group[name].shape[len(self.dims) :]
-                if tuple(out.dims) != own_dims or out.values.shape != shape:
+                if tuple(out.dims) != own_dims or np.shape(out.values) != shape:
                     raise ValueError(
-                        f"output {name!r} has dims {out.dims} shape {out.values.shape} here, "
+                        f"output {name!r} has dims {out.dims} shape {np.shape(out.values)} here, "
                         f"but {own_dims} shape {shape} in the store "
                         "(outputs must keep their shape across points)"
                     )

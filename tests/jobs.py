@@ -104,3 +104,15 @@ def marked(x: int, folder: str, seconds: float = 2.0) -> dict:
         pass
     time.sleep(seconds)
     return {"value": float(x)}
+
+
+def modules_loaded(names: str = "numpy,jax") -> dict:
+    """Which of the named modules this process has imported (1.0 = yes), as plain floats."""
+    return {n: float(n in sys.modules) for n in names.split(",")}
+
+
+def jax_or_light(x: int, kind: str) -> dict:
+    """A JAX gradient for kind == "jax"; pure Python (no numpy, no threads) otherwise."""
+    if kind == "jax":
+        return {"value": jax_grad(16, seed=x)["norm"]}
+    return {"value": float(x)}

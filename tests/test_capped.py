@@ -146,3 +146,12 @@ def test_bootstrap_imports_no_numpy_before_pinning():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     assert JOBS.exists()
+
+
+def test_a_job_returning_python_numbers_never_loads_numpy_in_the_child(child):
+    ref = parse_job(job("modules_loaded"))
+    assert child.run(ref, {}).status == "done"
+    again = child.run(ref, {})
+    assert again.outputs == {"numpy": pytest.approx(0.0), "jax": pytest.approx(0.0)} or (
+        again.outputs["numpy"].values == 0.0 and again.outputs["jax"].values == 0.0
+    )

@@ -1,0 +1,122 @@
+"""The problem this project exists for: JAX processes dying at `ulimit -u`.
+
+A real sweep runs as an unprivileged user (root ignores RLIMIT_NPROC) under `ulimit -u 150`.
+Its children see a 64-CPU node (tests/fakecpus.c, preloaded through ``child.env``) unless
+they are pinned, so an uncapped JAX child wants ~180 threads while a capped one holds 15.
+Capped, every point completes; uncapped, the JAX points abort in `pthread_create` and are
+recorded as failed with the message, while the pure-Python points still complete.
+"""
+
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweep import open_results
+from tests.conftest import JOBS, ROOT
+
+USER = "sweep-ulimit"
+LIMIT = 150
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create an unprivileged user"),
+    pytest.mark.skipif(not shutil.which("gcc") or not shutil.which("runuser"), reason="needs gcc, runuser"),
+]
+
+
+@pytest.fixture(scope="module")
+def user():
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", USER], check=True)
+    opened = []
+    # the user must reach the checkout, its .venv and the Python it links to (often under a
+    # private home): open the traverse bit of each folder on the way, and restore it after
+    needed = {ROOT, Path(os.path.realpath(sys.executable)).parent, Path(sys.base_prefix)}
+    folders = {p for path in needed for p in (path, *path.parents)}
+    for folder in sorted(folders):
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            folder.chmod(mode | stat.S_IXOTH)
+            opened.append((folder, mode))
+    yield USER
+    for parent, mode in opened:
+        parent.chmod(mode)
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    folder = Path(tempfile.mkdtemp(prefix="sweep-ulimit-"))
+    folder.chmod(0o777)
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-o",
+            str(folder / "fakecpus.so"),
+            str(ROOT / "tests" / "fakecpus.c"),
+            "-ldl",
+        ],
+        check=True,
+    )
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_as_user(user: str, sandbox: Path, cap: bool) -> tuple[subprocess.CompletedProcess, Path]:
+    out = sandbox / f"cap-{cap}.zarr"
+    recipe = {
+        "name": f"ulimit-cap-{cap}",
+        "job": f"{JOBS}:jax_or_light",
+        "params": {"grid": {"x": [0, 1, 2, 3], "kind": ["jax", "light"]}},
+        "resources": {"threads": 1},
+        "child": {
+            "cap": cap,
+            "compile_cache": False,
+            "env": {"LD_PRELOAD": str(sandbox / "fakecpus.so"), "FAKE_NCPUS": "64"},
+        },
+        "cluster": {"kind": "local", "dashboard": "127.0.0.1:0"},
+        "output": str(out),
+    }
+    path = sandbox / f"cap-{cap}.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    os.chmod(path, 0o644)
+    command = f"ulimit -u {LIMIT} && exec {sys.executable} -m sweep.cli submit {path} --no-progress"
+    env = {"PATH": os.environ["PATH"], "HOME": str(sandbox), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        ["runuser", "-u", user, "--", "bash", "-c", command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc, out
+
+
+def test_capped_sweep_fits_under_ulimit_and_uncapped_one_aborts(user, sandbox):
+    capped, out = run_as_user(user, sandbox, cap=True)
+    assert capped.returncode == 0, capped.stderr[-3000:]
+    ds = open_results(out)
+    assert (ds["status"] == "done").all()
+    assert int(ds["peak_threads"].sel(kind="jax").max()) <= 15
+
+    uncapped, out = run_as_user(user, sandbox, cap=False)
+    assert uncapped.returncode == 1, uncapped.stderr[-3000:]
+    ds = open_results(out)
+    jax_points, light_points = ds.sel(kind="jax"), ds.sel(kind="light")
+    assert (light_points["status"] == "done").all()
+    assert (jax_points["status"] == "failed").all()
+    for error in jax_points["error"].values:
+        assert "pthread_create" in error or "Resource temporarily unavailable" in error, error
