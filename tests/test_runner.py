@@ -52,7 +52,9 @@ def done_count(path: Path) -> int:
 
 
 @pytest.mark.slow
-def test_killed_submit_resumes_running_only_the_rest_and_matches_an_uninterrupted_run(client, tmp_path):
+def test_killed_submit_resumes_running_only_the_rest_and_matches_an_uninterrupted_run(
+    client, tmp_path, capsys
+):
     recipe = write_recipe(tmp_path, seconds=0.8)
     out = tmp_path / "out.zarr"
     proc = sweep_cli("submit", str(recipe), "--no-progress", start_new_session=True)
@@ -82,6 +84,8 @@ def test_killed_submit_resumes_running_only_the_rest_and_matches_an_uninterrupte
     before = open_results(out)
     done_before = before["status"].values == "done"
     assert 2 <= done_before.sum() < 8
+    assert main(["status", str(out)]) == 1
+    assert f"done     {done_before.sum()}" in capsys.readouterr().out
     rerun_at = np.datetime64(time.time_ns(), "ns")
     after = Sweep.from_yaml(recipe).run(client=client, progress=False)
     assert (after["status"] == "done").all()
@@ -107,6 +111,20 @@ def test_cli_submit_status_results_on_a_finished_sweep(tmp_path, capsys):
     assert xr.open_dataset(tmp_path / "t.nc")["y"].shape == (4, 2)
     # nothing left to do: a rerun is a no-op that still exits 0
     assert main(["submit", str(recipe), "--no-progress"]) == 0
+
+
+def test_a_changed_space_is_refused_unless_forced(tmp_path, capsys):
+    recipe = write_recipe(tmp_path, name="changing")
+    quiet = ["--no-progress", "--set", "cluster.dashboard=127.0.0.1:0"]
+    assert main(["submit", str(recipe), *quiet]) == 0
+    capsys.readouterr()
+    changed = ["--set", "params.grid.x=[1.0, 5.0]"]
+    assert main(["submit", str(recipe), *quiet, *changed]) == 2
+    err = capsys.readouterr().err
+    assert "holds a different sweep" in err and "--force" in err
+    assert open_results(tmp_path / "out.zarr")["y"].shape == (4, 2)  # untouched
+    assert main(["submit", str(recipe), *quiet, *changed, "--force"]) == 0
+    assert open_results(tmp_path / "out.zarr")["y"].shape == (2, 2)
 
 
 def test_failed_points_are_recorded_retried_and_exit_1(client, tmp_path, capsys):

@@ -74,7 +74,9 @@ def sandbox():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_as_user(user: str, sandbox: Path, cap: bool) -> tuple[subprocess.CompletedProcess, Path]:
+def run_as_user(
+    user: str, sandbox: Path, cap: bool, limit: int = LIMIT
+) -> tuple[subprocess.CompletedProcess, Path]:
     out = sandbox / f"cap-{cap}.zarr"
     recipe = {
         "name": f"ulimit-cap-{cap}",
@@ -92,7 +94,7 @@ def run_as_user(user: str, sandbox: Path, cap: bool) -> tuple[subprocess.Complet
     path = sandbox / f"cap-{cap}.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
     os.chmod(path, 0o644)
-    command = f"ulimit -u {LIMIT} && exec {sys.executable} -m sweep.cli submit {path} --no-progress"
+    command = f"ulimit -u {limit} && exec {sys.executable} -m sweep.cli submit {path} --no-progress"
     env = {"PATH": os.environ["PATH"], "HOME": str(sandbox), "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         ["runuser", "-u", user, "--", "bash", "-c", command],
@@ -103,6 +105,13 @@ def run_as_user(user: str, sandbox: Path, cap: bool) -> tuple[subprocess.Complet
         timeout=300,
     )
     return proc, out
+
+
+def test_preflight_refuses_a_plan_that_cannot_fit_with_the_numbers(user, sandbox):
+    proc, out = run_as_user(user, sandbox, cap=True, limit=40)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "ulimit -u is 40" in proc.stderr and "2 jobs x 15 threads" in proc.stderr
+    assert not out.exists()
 
 
 def test_capped_sweep_fits_under_ulimit_and_uncapped_one_aborts(user, sandbox):
