@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     q = sub.add_parser("status", help="counts by status of a result store, and its failures")
     q.add_argument("output", help="result store path")
 
+    q = sub.add_parser("doctor", help="this node's CPUs, limits, measured JAX threads, safe packing")
+    q.add_argument("--json", action="store_true", help="print JSON")
+
     q = sub.add_parser("results", help="summarise a result store; export it")
     q.add_argument("output", help="result store path")
     q.add_argument("--export", metavar="FILE", help="write FILE.nc (netCDF) or FILE.csv (per-point table)")
@@ -61,9 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     from sweep.store import StoreLocked, StoreMismatch
 
     try:
-        return {"submit": _submit, "validate": _validate, "status": _status, "results": _results}[
-            args.command
-        ](args)
+        commands = {
+            "submit": _submit,
+            "validate": _validate,
+            "status": _status,
+            "results": _results,
+            "doctor": _doctor,
+        }
+        return commands[args.command](args)
     except (RecipeError, StoreLocked, StoreMismatch, ClusterError, HeadroomError, UsageError) as exc:
         print(f"sweep {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -142,6 +150,12 @@ def _status(args: argparse.Namespace) -> int:
     if over.any():
         print(f"  over their thread budget: {int(over.sum())} points (see peak_threads)")
     return EXIT_OK if counts["done"] == total else EXIT_INCOMPLETE
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from sweep import doctor
+
+    return doctor.main(as_json=args.json)
 
 
 def _headline(error: str) -> str:

@@ -1,0 +1,154 @@
+"""``sweep doctor``: what this node allows, what JAX children really hold, the safe packing.
+
+Measures, on this node: the CPUs and this process's affinity, the cgroup's cpuset, CPU quota
+and pids limit when there is one, ``ulimit -u`` and the threads the user holds now, and the
+peak threads of an uncapped JAX child and of capped children with k = 1 and 2 cores (real
+children running :func:`sweep.probe.jax_grad`). From these: the threads an uncapped child
+would hold on a node of this size (jax-threads.md), and how many concurrent k-core jobs fit
+under ``ulimit -u`` capped and uncapped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from sweep import limits
+from sweep.capped import Child, ChildConfig, thread_budget
+from sweep.job import JobRef
+
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def cgroup_limits() -> dict[str, str | None]:
+    """cpuset, CPU quota and pids limit of this process's cgroup (v2, else v1), if visible."""
+    v2 = (CGROUP / "cgroup.controllers").exists()
+    if v2:
+        rel = (_read(Path("/proc/self/cgroup")) or "0::/").split("::", 1)[-1]
+        base = CGROUP / rel.lstrip("/")
+        return {
+            "version": "2",
+            "cpuset": _read(base / "cpuset.cpus.effective") or _read(CGROUP / "cpuset.cpus.effective"),
+            "cpu_max": _read(base / "cpu.max"),
+            "pids_max": _read(base / "pids.max"),
+        }
+    return {
+        "version": "1",
+        "cpuset": _read(CGROUP / "cpuset" / "cpuset.cpus"),
+        "cpu_max": _read(CGROUP / "cpu" / "cpu.cfs_quota_us"),
+        "pids_max": _read(CGROUP / "pids" / "pids.max"),
+    }
+
+
+def measure(cores: tuple[int, ...], cap: bool) -> int:
+    """Peak threads of a fresh child on ``cores`` running the JAX probe."""
+    child = Child(cores, ChildConfig(cap=cap, compile_cache=None))
+    try:
+        outcome = child.run(JobRef("module", "sweep.probe", "jax_grad"), {}, timeout=300)
+    finally:
+        child.kill()
+    if outcome.status != "done":
+        raise RuntimeError(f"the JAX probe failed in a child: {outcome.error}")
+    return outcome.peak_threads
+
+
+def diagnose() -> dict[str, Any]:
+    """Everything ``sweep doctor`` reports, as a JSON-able dict."""
+    affinity = sorted(os.sched_getaffinity(0))
+    a = len(affinity)
+    soft, hard = limits.nproc_limit()
+    held = limits.user_threads()
+    measured = {"uncapped": measure(tuple(affinity), cap=False)}
+    for k in (1, 2):
+        if k <= a:
+            measured[f"capped_k{k}"] = measure(tuple(affinity[:k]), cap=True)
+    report: dict[str, Any] = {
+        "cpus_online": os.cpu_count(),
+        "affinity": affinity,
+        "cgroup": cgroup_limits(),
+        "ulimit_u": {"soft": soft, "hard": hard},
+        "user_threads_now": held,
+        "is_root": os.geteuid() == 0,
+        "measured_threads": measured,
+        "predicted_uncapped_threads": limits.uncapped_threads(a),
+        "budget": {f"k{k}": thread_budget(k) for k in (1, 2)},
+    }
+    room = None if soft is None else soft - held
+    dask = limits.DASK_THREADS + a
+    fits = {}
+    for name, per_job in (
+        ("capped_k1", max(measured["capped_k1"], thread_budget(1))),
+        ("uncapped_k1", max(measured["uncapped"], limits.uncapped_threads(a))),
+    ):
+        fits[name] = None if room is None else max(0, (room - dask) // per_job)
+    report["jobs_that_fit_under_ulimit"] = fits
+    report["verdict"] = _verdict(report, a, room, fits)
+    return report
+
+
+def _verdict(report: dict, a: int, room: int | None, fits: dict) -> str:
+    capped = report["measured_threads"]["capped_k1"]
+    notes = []
+    if capped > thread_budget(1):
+        notes.append(f"a capped k=1 child held {capped} threads, over the budget of {thread_budget(1)}")
+    if report["is_root"]:
+        notes.append("running as root: ulimit -u is not enforced for root")
+    elif room is None:
+        notes.append("ulimit -u is unlimited")
+    elif fits["capped_k1"] < a:
+        notes.append(
+            f"only {fits['capped_k1']} capped one-core jobs fit under ulimit -u ({room} threads left); "
+            "raise the limit or pack fewer jobs"
+        )
+    elif fits["uncapped_k1"] < a:
+        notes.append(
+            f"capping is required here: {a} uncapped jobs would not fit under ulimit -u "
+            f"({fits['uncapped_k1']} would), {fits['capped_k1']} capped ones do"
+        )
+    return "OK" + ("; " + "; ".join(notes) if notes else f": {a} capped one-core jobs fit")
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report as aligned text lines."""
+    m = report["measured_threads"]
+    cg = report["cgroup"]
+    u = report["ulimit_u"]
+    fits = report["jobs_that_fit_under_ulimit"]
+    rows = [
+        ("CPUs online", report["cpus_online"]),
+        ("this process's affinity", f"{len(report['affinity'])} CPUs {report['affinity']}"),
+        (f"cgroup v{cg['version']} cpuset", cg["cpuset"] or "-"),
+        ("cgroup CPU quota", cg["cpu_max"] or "-"),
+        ("cgroup pids limit", cg["pids_max"] or "-"),
+        ("ulimit -u (soft / hard)", f"{u['soft'] or 'unlimited'} / {u['hard'] or 'unlimited'}"),
+        ("threads you hold now", report["user_threads_now"]),
+        ("JAX child, uncapped (measured)", m["uncapped"]),
+        *((f"JAX child, capped k={k} (measured)", m[f"capped_k{k}"]) for k in (1, 2) if f"capped_k{k}" in m),
+        ("uncapped child on this node (predicted)", report["predicted_uncapped_threads"]),
+        (
+            "one-core jobs under ulimit -u, capped",
+            "no limit" if fits["capped_k1"] is None else fits["capped_k1"],
+        ),
+        (
+            "one-core jobs under ulimit -u, uncapped",
+            "no limit" if fits["uncapped_k1"] is None else fits["uncapped_k1"],
+        ),
+        ("verdict", report["verdict"]),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def main(as_json: bool = False) -> int:
+    report = diagnose()
+    print(json.dumps(report, indent=2) if as_json else render(report))
+    return 0
