@@ -97,15 +97,15 @@ def diagnose() -> dict[str, Any]:
 
 def _verdict(report: dict, a: int, room: int | None, fits: dict) -> str:
     capped = report["measured_threads"]["capped_k1"]
-    notes = []
+    problems, notes = [], []
     if capped > thread_budget(1):
-        notes.append(f"a capped k=1 child held {capped} threads, over the budget of {thread_budget(1)}")
+        problems.append(f"a capped k=1 child held {capped} threads, over the budget of {thread_budget(1)}")
     if report["is_root"]:
         notes.append("running as root: ulimit -u is not enforced for root")
     elif room is None:
         notes.append("ulimit -u is unlimited")
     elif fits["capped_k1"] < a:
-        notes.append(
+        problems.append(
             f"only {fits['capped_k1']} capped one-core jobs fit under ulimit -u ({room} threads left); "
             "raise the limit or pack fewer jobs"
         )
@@ -114,7 +114,9 @@ def _verdict(report: dict, a: int, room: int | None, fits: dict) -> str:
             f"capping is required here: {a} uncapped jobs would not fit under ulimit -u "
             f"({fits['uncapped_k1']} would), {fits['capped_k1']} capped ones do"
         )
-    return "OK" + ("; " + "; ".join(notes) if notes else f": {a} capped one-core jobs fit")
+    if problems:
+        return "WARNING: " + "; ".join(problems + notes)
+    return "OK: " + "; ".join(notes or [f"{a} capped one-core jobs fit"])
 
 
 def render(report: dict[str, Any]) -> str:
