@@ -31,6 +31,12 @@ from sweep.progress import SweepProgress, summary_table
 from sweep.recipe import Recipe
 from sweep.store import Store, open_results
 
+# Results are written in batches: when this many points are waiting, or this many seconds
+# after the oldest waiting one finished, so the store keeps up with thousands of short points
+# per minute. A killed client loses at most that much finished work, which a rerun redoes.
+FLUSH_POINTS = 256
+FLUSH_SECONDS = 1.0
+
 
 class Sweep:
     """A validated sweep: a job, a space of parameters, resources, cluster and output.
@@ -141,10 +147,13 @@ class Sweep:
         """Run every point not yet done and return the result dataset (xarray).
 
         Without ``client`` the recipe's cluster is started (and stopped at the end).
+        Afterwards ``self.stats`` holds ``wall_s``, ``points_run`` and ``store_s`` (time
+        spent writing results).
         ``force`` replaces an output made by a different space. ``on_start`` is called
         with the client once the cluster is up (the CLI prints the dashboard link there).
         """
         t0 = time.monotonic()
+        self.stats: dict[str, float] = {"points_run": 0, "store_s": 0.0}
         k = self.recipe.resources.threads
         if client is None:
             preflight(self.recipe.cluster, k)
@@ -162,9 +171,9 @@ class Sweep:
                     self._run_on(client, store, todo, progress, on_start)
             store.set_attrs(sweep_last_end=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         ds = open_results(self.output)
-        self.wall_s = time.monotonic() - t0
+        self.stats["wall_s"] = time.monotonic() - t0
         if progress:
-            SweepProgress(0).console.print(summary_table(ds, self.wall_s, str(self.output)))
+            SweepProgress(0).console.print(summary_table(ds, self.stats["wall_s"], str(self.output)))
         return ds
 
     def _check_thread_headroom(self, client: Client | None) -> None:
@@ -205,16 +214,39 @@ class Sweep:
                 ): t
                 for t in tasks
             }
+            pending: list[dict[str, Any]] = []
+
+            def flush() -> None:
+                t_write = time.perf_counter()
+                written = store.write(pending)
+                self.stats["store_s"] += time.perf_counter() - t_write
+                self.stats["points_run"] += len(written)
+                for r in written:
+                    bar.job_finished(r["index"], r["status"])
+                pending.clear()
+                bar.refresh()
+
+            done = as_completed(futures, with_results=True, raise_errors=False)
+            oldest = 0.0
             try:
-                for batch in as_completed(futures, with_results=True, raise_errors=False).batches():
-                    records = [_record(futures[f], result) for f, result in batch]
-                    for r in store.write(records):
-                        bar.job_finished(r["index"], r["status"])
-                    bar.refresh()
+                while not done.is_empty() or pending:
+                    batch = done.next_batch(block=False)
+                    if batch and not pending:
+                        oldest = time.monotonic()
+                    pending.extend(_record(futures.pop(f), result) for f, result in batch)
+                    if pending and (
+                        len(pending) >= FLUSH_POINTS
+                        or time.monotonic() - oldest >= FLUSH_SECONDS
+                        or done.is_empty()
+                    ):
+                        flush()
+                    elif not batch:
+                        time.sleep(0.01)
             except BaseException:
                 client.cancel(list(futures))
                 raise
             finally:
+                flush()
                 client.unsubscribe_topic(topic)
 
 

@@ -99,6 +99,7 @@ class Store:
         self.path = path
         self._lock_fd = lock_fd
         self.group = zarr.open_group(str(path), mode="r+")
+        self._arrays: dict[str, Any] = {}
         self.dims: tuple[str, ...] = tuple(json.loads(self.group.attrs["sweep_dims"]))
         self.shape: tuple[int, ...] = self.group["status"].shape
         self.outputs: dict[str, tuple[str, ...]] = json.loads(self.group.attrs.get("sweep_outputs", "{}"))
@@ -166,21 +167,32 @@ class Store:
         records = [self._checked(r) for r in records]
         if not records:
             return records
-        index = tuple(np.array(ix) for ix in zip(*(r["index"] for r in records)))
-        for r in records:
-            for name, out in r.get("outputs", {}).items():
-                values = np.asarray(out.values)
-                self.group[name][r["index"] + (slice(None),) * values.ndim] = values
+        for name in self.outputs:
+            having = [r for r in records if name in r.get("outputs", {})]
+            values = [np.asarray(r["outputs"][name].values) for r in having]
+            if values and values[0].ndim == 0:
+                self._put(name, [r["index"] for r in having], values)
+                continue
+            for r, v in zip(having, values):
+                self._array(name)[r["index"] + (slice(None),) * v.ndim] = v
         for name in RECORD_VARS:
-            values = [_record_value(r, name) for r in records]
-            array = self.group[name]
-            if len(records) == 1:
-                array[records[0]["index"]] = values[0]
-            else:
-                array.vindex[index] = np.array(
-                    values, dtype=object if array.dtype.kind in "OTU" else array.dtype
-                )
+            self._put(name, [r["index"] for r in records], [_record_value(r, name) for r in records])
         return records
+
+    def _put(self, name: str, indices: list[tuple[int, ...]], values: list[Any]) -> None:
+        """One point-wise write of ``values`` at ``indices`` (one zarr call for the batch)."""
+        array = self._array(name)
+        if len(indices) == 1:
+            array[indices[0]] = values[0]
+            return
+        index = tuple(np.array(ix) for ix in zip(*indices))
+        array.vindex[index] = np.array(values, dtype=object if array.dtype.kind in "OTU" else array.dtype)
+
+    def _array(self, name: str) -> Any:
+        array = self._arrays.get(name)
+        if array is None:
+            array = self._arrays[name] = self.group[name]
+        return array
 
     def _checked(self, record: dict[str, Any]) -> dict[str, Any]:
         outputs = record.get("outputs") or {}
@@ -191,7 +203,7 @@ class Store:
                     self._add_output(name, out)
                     continue
                 own_dims = tuple(dims[len(self.dims) :])
-                shape = self.group[name].shape[len(self.dims) :]
+                shape = self._array(name).shape[len(self.dims) :]
                 if tuple(out.dims) != own_dims or np.shape(out.values) != shape:
                     raise ValueError(
                         f"output {name!r} has dims {out.dims} shape {np.shape(out.values)} here, "

@@ -1,0 +1,65 @@
+"""Jobs the benchmarks run. Module level is standard library only (children import it)."""
+
+from __future__ import annotations
+
+import time
+from functools import cache
+
+TERMS = 20  # sizes the compile: ~5 s on the reference machine (benchmarks/README.md)
+STEPS = 800  # sizes the run: ~2 s on one core
+
+
+@cache
+def _heavy(terms: int):
+    import jax
+    import jax.numpy as jnp
+
+    def f(x, w):
+        for i in range(terms):  # unrolled on purpose: a big graph is a long compile
+            x = jnp.tanh(x @ w + 0.001 * i) * jnp.cos(x + i)
+        return jnp.sum(x**2)
+
+    return jax.jit(jax.value_and_grad(f))
+
+
+def compile_heavy(seed: int = 0, terms: int = TERMS, steps: int = STEPS) -> dict:
+    """Compile a large jitted gradient (the same graph for every seed), then step it."""
+    import jax
+    import jax.numpy as jnp
+
+    t0 = time.perf_counter()
+    f = _heavy(terms)
+    x = jax.random.normal(jax.random.PRNGKey(seed), (32, 32))
+    w = jnp.eye(32) * 0.5
+    value, grad = f(x, w)
+    jax.block_until_ready(grad)
+    t1 = time.perf_counter()
+    for _ in range(steps):
+        value, grad = f(x, w)
+        w = w - 1e-4 * jnp.mean(grad)
+    jax.block_until_ready(value)
+    return {"value": float(value), "first_call_s": t1 - t0, "steps_s": time.perf_counter() - t1}
+
+
+def fixed_work(seed: int = 0, steps: int = 900) -> dict:
+    """A fixed amount of single-core JAX compute with a small compile (the efficiency job)."""
+    import jax
+    import jax.numpy as jnp
+
+    f = _small()
+    x = jax.random.normal(jax.random.PRNGKey(seed), (512, 512))
+    for _ in range(steps):
+        x = f(x)
+    return {"value": float(jax.block_until_ready(jnp.sum(x)))}
+
+
+@cache
+def _small():
+    import jax
+    import jax.numpy as jnp
+
+    return jax.jit(lambda x: jnp.tanh(x @ x.T / 512.0) + 0.01)
+
+
+def noop(**params) -> dict:
+    return {"ok": 1.0}

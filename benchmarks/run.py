@@ -1,0 +1,307 @@
+"""Run every benchmark side by side with its baselines; print a table, write JSON.
+
+    .venv/bin/python benchmarks/run.py [--repeat 3] [--quick] [--only NAME ...] [--json FILE]
+
+Each comparison runs the contenders one after the other in the same process, ``--repeat``
+times, and reports medians and ratios (see benchmarks/README.md for what each one does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import jobs  # noqa: E402  (benchmarks/jobs.py)
+from distributed import Client, LocalCluster  # noqa: E402
+
+from sweep import Sweep  # noqa: E402
+from sweep.capped import Child, ChildConfig  # noqa: E402
+from sweep.cluster import local_cores  # noqa: E402
+from sweep.job import JobRef  # noqa: E402
+
+CORES = local_cores()
+JOBS = HERE / "jobs.py"
+
+
+def cluster() -> LocalCluster:
+    return LocalCluster(
+        n_workers=1,
+        threads_per_worker=CORES,
+        resources={"threads": CORES},
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=logging.ERROR,
+    )
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+# -- contenders ------------------------------------------------------------------------------
+def run_sweep(job: str, n: int, fixed: dict, cache: bool = True) -> float:
+    """Wall of a sweep of n points on a fresh cluster and a fresh compile cache (clock: run only)."""
+    with cluster() as c, Client(c) as client, tempfile.TemporaryDirectory() as tmp:
+        child = {"compile_cache": f"{tmp}/cache" if cache else False}
+        s = Sweep(
+            f"{JOBS}:{job}",
+            {"zip": {"seed": list(range(n))}, "fixed": fixed},
+            child=child,
+            output=f"{tmp}/o.zarr",
+        )
+        t0 = time.perf_counter()
+        ds = s.run(client=client, progress=False)
+        wall = time.perf_counter() - t0
+        assert int((ds["status"] == "done").sum()) == n, ds["error"].values
+    return wall
+
+
+def run_job_array(job: str, n: int, fixed: dict) -> float:
+    """A job array: a fresh, uncapped `python` per job, `cores` at a time."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); import jobs; "
+        f"jobs.{job}(seed=int(sys.argv[1]), **{fixed!r})"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    pending, running = list(range(n)), []
+    t0 = time.perf_counter()
+    while pending or running:
+        while pending and len(running) < CORES:
+            running.append(subprocess.Popen([sys.executable, "-c", code, str(pending.pop(0))], env=env))
+        time.sleep(0.02)
+        for p in [p for p in running if p.poll() is not None]:
+            assert p.returncode == 0
+            running.remove(p)
+    return time.perf_counter() - t0
+
+
+def run_naive_dask(job: str, n: int, fixed: dict) -> float:
+    """JAX called directly in LocalCluster worker threads (a fresh cluster; clock: the map only)."""
+    with cluster() as c, Client(c) as client:
+        fn = getattr(jobs, job)
+        t0 = time.perf_counter()
+        futures = client.map(lambda s: fn(seed=s, **fixed), range(n), pure=False)
+        client.gather(futures)
+        return time.perf_counter() - t0
+
+
+def run_loky(job: str, n: int, fixed: dict) -> float:
+    """joblib/loky with n_jobs=cores: reused worker processes (a fresh executor per run)."""
+    from joblib import Parallel, delayed
+    from joblib.externals.loky import get_reusable_executor
+
+    get_reusable_executor().shutdown(wait=True)
+    fn = getattr(jobs, job)
+    return timed(lambda: Parallel(n_jobs=CORES)(delayed(fn)(seed=s, **fixed) for s in range(n)))
+
+
+# -- benchmarks ------------------------------------------------------------------------------
+def bench_threads(repeat: int) -> dict:
+    out = {}
+    for k in (1, 2):
+        if k > CORES:
+            continue
+        for cap in (True, False):
+            peaks = []
+            for _ in range(repeat):
+                child = Child(tuple(range(k)), ChildConfig(cap=cap))
+                try:
+                    peaks.append(child.run(JobRef("module", "sweep.probe", "jax_grad"), {}).peak_threads)
+                finally:
+                    child.kill()
+            out[f"k{k}_{'capped' if cap else 'uncapped'}"] = median(peaks)
+        out[f"k{k}_ratio"] = out[f"k{k}_uncapped"] / out[f"k{k}_capped"]
+    return out
+
+
+def compare(contenders: dict[str, Callable[[], float]], repeat: int) -> dict:
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, fn in contenders.items():
+            times[name].append(fn())
+    out = {f"{name}_s": median(ts) for name, ts in times.items()}
+    out["runs"] = {name: ts for name, ts in times.items()}
+    base = out["sweep_s"]
+    for name in contenders:
+        if name != "sweep":
+            out[f"{name}_over_sweep"] = out[f"{name}_s"] / base
+    return out
+
+
+def bench_compile_heavy(repeat: int, n: int) -> dict:
+    return compare(
+        {
+            "sweep": lambda: run_sweep("compile_heavy", n, {}),
+            "job_array": lambda: run_job_array("compile_heavy", n, {}),
+            "naive_dask": lambda: run_naive_dask("compile_heavy", n, {}),
+            "loky": lambda: run_loky("compile_heavy", n, {}),
+        },
+        repeat,
+    )
+
+
+def bench_efficiency(repeat: int, n: int, steps: int) -> dict:
+    child = Child((0,), ChildConfig())
+    ref = JobRef("file", str(JOBS), "fixed_work")
+    try:
+        child.run(ref, {"steps": 1})  # import and compile outside the timing
+        single = median([child.run(ref, {"steps": steps, "seed": i}).wall_s for i in range(3)])
+    finally:
+        child.kill()
+    walls = [run_sweep("fixed_work", n, {"steps": steps}) for _ in range(repeat)]
+    wall = median(walls)
+    return {
+        "jobs": n,
+        "single_core_job_s": single,
+        "sweep_wall_s": wall,
+        "efficiency": (n * single / CORES) / wall,
+        "walls": walls,
+    }
+
+
+def bench_overhead(repeat: int, points: int) -> dict:
+    from overhead import end_to_end, pool_overhead
+
+    warm = [median(pool_overhead(100, warm=True)) for _ in range(repeat)]
+    cold = [median(pool_overhead(10, warm=False)) for _ in range(repeat)]
+    e2e = [end_to_end(points)["wall_s"] for _ in range(repeat)]
+    return {
+        "warm_ms": 1e3 * median(warm),
+        "cold_ms": 1e3 * median(cold),
+        "cold_over_warm": median(cold) / median(warm),
+        "points": points,
+        "end_to_end_s": median(e2e),
+        "end_to_end_runs": e2e,
+    }
+
+
+def bench_scale(points: int) -> dict:
+    """10,000 no-op points in a separate process, so its peak RSS is the client's alone."""
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__)), "--scale-child", str(points)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def scale_child(points: int) -> None:
+    with cluster() as c, Client(c) as client, tempfile.TemporaryDirectory() as tmp:
+        s = Sweep(f"{JOBS}:noop", {"zip": {"i": list(range(points))}}, output=f"{tmp}/o.zarr")
+        ds = s.run(client=client, progress=False)
+        done = int((ds["status"] == "done").sum())
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    wall, store = s.stats["wall_s"], s.stats["store_s"]
+    print(
+        json.dumps(
+            {
+                "points": points,
+                "done": done,
+                "wall_s": wall,
+                "client_peak_rss_mb": rss / 2**20,
+                "store_s": store,
+                "store_share": store / wall,
+            }
+        )
+    )
+
+
+def table(results: dict) -> str:
+    lines = ["| benchmark | figure | target |", "|---|---|---|"]
+    t = results.get("threads")
+    if t:
+        for k in (1, 2):
+            if f"k{k}_capped" in t:
+                lines.append(
+                    f"| threads, k={k} | capped {t[f'k{k}_capped']:.0f}, uncapped {t[f'k{k}_uncapped']:.0f} "
+                    f"({t[f'k{k}_ratio']:.2f}x) | capped k=1 <= 15 |"
+                )
+    c = results.get("compile_heavy")
+    if c:
+        others = ", ".join(
+            f"{n} {c[f'{n}_s']:.1f} s ({c[f'{n}_over_sweep']:.2f}x)"
+            for n in ("job_array", "naive_dask", "loky")
+        )
+        lines.append(
+            f"| compile-heavy, {c['jobs']} jobs | sweep {c['sweep_s']:.1f} s; {others} | job array >= 3x |"
+        )
+    e = results.get("efficiency")
+    if e:
+        lines.append(
+            f"| efficiency, {e['jobs']} jobs of {e['single_core_job_s']:.2f} s | {e['efficiency']:.3f} "
+            f"(wall {e['sweep_wall_s']:.1f} s) | >= 0.9 |"
+        )
+    o = results.get("overhead")
+    if o:
+        lines.append(
+            f"| per-job overhead | warm {o['warm_ms']:.2f} ms, cold {o['cold_ms']:.0f} ms "
+            f"({o['cold_over_warm']:.0f}x) | warm <= 20 ms |"
+        )
+        lines.append(f"| {o['points']} no-op points | {o['end_to_end_s']:.1f} s | <= 30 s |")
+    s = results.get("scale")
+    if s:
+        lines.append(
+            f"| {s['points']} no-op points | {s['wall_s']:.1f} s, "
+            f"client peak RSS {s['client_peak_rss_mb']:.0f} MB, "
+            f"store {100 * s['store_share']:.0f}% of wall | RSS <= 1 GB |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="fewer jobs and points (a smoke run)")
+    p.add_argument("--only", nargs="*", default=None, help="threads compile_heavy efficiency overhead scale")
+    p.add_argument("--json", type=Path, default=HERE / "results.json")
+    p.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.scale_child:
+        scale_child(args.scale_child)
+        return 0
+    quick = args.quick
+    wanted = set(args.only or ["threads", "compile_heavy", "efficiency", "overhead", "scale"])
+    results: dict = {
+        "machine": {"cpus": CORES, "platform": platform.platform(), "python": platform.python_version()},
+        "repeat": args.repeat,
+    }
+    n_heavy = 4 * CORES if quick else 8 * CORES
+    if "threads" in wanted:
+        results["threads"] = bench_threads(args.repeat)
+    if "compile_heavy" in wanted:
+        results["compile_heavy"] = {"jobs": n_heavy, **bench_compile_heavy(args.repeat, n_heavy)}
+    if "efficiency" in wanted:
+        results["efficiency"] = bench_efficiency(args.repeat, n_heavy, steps=300 if quick else 900)
+    if "overhead" in wanted:
+        results["overhead"] = bench_overhead(args.repeat, 200 if quick else 1000)
+    if "scale" in wanted:
+        results["scale"] = bench_scale(1000 if quick else 10_000)
+    print(table(results))
+    args.json.write_text(json.dumps(results, indent=2))
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
