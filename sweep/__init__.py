@@ -15,6 +15,8 @@ _LAZY = {
     "Sweep": ("sweep.runner", "Sweep"),
     "run": ("sweep.runner", "run"),
     "open_results": ("sweep.store", "open_results"),
+    "report": ("sweep.report", "report"),
+    "report_history": ("sweep.store", "report_history"),
     "Recipe": ("sweep.recipe", "Recipe"),
     "RecipeError": ("sweep.recipe", "RecipeError"),
 }

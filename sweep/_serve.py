@@ -3,8 +3,10 @@
 A message is an 8-byte big-endian length followed by a pickle. The parent sends
 ``{"op": "run", "job": JobRef, "kwargs": {...}}`` or ``{"op": "exit"}``; the child answers
 each run with ``{"ok": True, "outputs": ..., "metrics": ...}`` or
-``{"ok": False, "error": traceback, "metrics": ...}``. The job's own stdout and stderr go to
-the child's log file, never to these pipes, so a ``print`` in a job can't break the protocol.
+``{"ok": False, "error": traceback, "metrics": ...}``, after any number of
+``{"report": {...}}`` messages sent by :func:`sweep.report` while the job runs. The job's
+own stdout and stderr go to the child's log file, never to these pipes, so a ``print`` in
+a job can't break the protocol.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import traceback
 from typing import Any
 
 _HEADER = struct.Struct(">Q")
+REPORT_FD: int | None = None  # where sweep.report() writes while a job runs
 
 
 def send(fd: int, message: Any) -> None:
@@ -101,6 +104,8 @@ def run_one(request: dict) -> dict:
 
 def serve(fd_in: int, fd_out: int) -> int:
     """Answer requests until ``exit`` or until the parent closes the pipe."""
+    global REPORT_FD
+    REPORT_FD = fd_out
     send(fd_out, {"ok": True, "ready": True, "pid": os.getpid()})
     while True:
         try:

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,7 @@ class Outcome:
     pid: int = 0
     started: float = float("nan")
     finished: float = float("nan")
+    reports: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ChildDied(RuntimeError):
@@ -258,6 +259,7 @@ class Child:
         timeout: float | None = None,
         memory: int | None = None,
         max_threads: int | None = None,
+        on_report: Callable[[dict[str, Any]], None] | None = None,
     ) -> Outcome:
         """Run one job and return its Outcome; never raises for the job's own faults.
 
@@ -265,6 +267,8 @@ class Child:
         tree when passed (status ``timeout`` / ``killed``), and so does ``max_threads``
         (threads of the tree). A child that dies by itself gives status ``failed`` with the
         signal and the tail of its output; after any of these the child is gone.
+        Each :func:`sweep.report` of the job is kept in ``Outcome.reports`` and passed to
+        ``on_report`` as it arrives.
         """
         self.jobs_run += 1
         os.truncate(self.log_path, 0)
@@ -285,6 +289,11 @@ class Child:
                 except EOFError:
                     outcome.error = self._death_message()
                     break
+                if "report" in reply:
+                    outcome.reports.append(reply["report"])
+                    if on_report is not None:
+                        on_report(reply["report"])
+                    continue
                 self._apply(outcome, reply)
                 break
             threads, rss = self._sample()

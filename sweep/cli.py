@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     recipe_args(q)
     q.add_argument("--force", action="store_true", help="replace an output made by a different space")
     q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
+    q.add_argument(
+        "--dry-run", action="store_true", help="print the plan and the batch job script; submit nothing"
+    )
 
     q = sub.add_parser("validate", help="check a recipe and list the points it would run")
     recipe_args(q)
@@ -84,13 +87,24 @@ def _load(args: argparse.Namespace):
 
 
 def _submit(args: argparse.Namespace) -> int:
+    from sweep import cluster
+
     s = _load(args)
+    settings, k = s.recipe.cluster, s.recipe.resources.threads
+    if args.dry_run:
+        cluster.preflight(settings, k)
+        print(f"plan: {cluster.plan_text(settings, k, len(s))}")
+        print(f"output: {s.output}")
+        if settings.kind in cluster.jobqueue.CLASSES:
+            with cluster.batch_cluster(settings) as batch:
+                print(f"batch job script ({settings.kind}):\n{batch.job_script()}")
+        return EXIT_OK
     quiet = args.no_progress
 
     def announce(client) -> None:
         if not quiet:
             print(f"sweep {s.loaded.name}: {len(s)} points -> {s.output}", file=sys.stderr)
-            print(f"dashboard: {client.dashboard_link}", file=sys.stderr)
+            print(f"dashboard: {cluster.dashboard_hint(client, settings)}", file=sys.stderr)
 
     ds = s.run(force=args.force, progress=not quiet, on_start=announce)
     status = Counter(ds["status"].values.ravel().astype(str))

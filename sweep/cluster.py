@@ -10,18 +10,27 @@ gives each one k cores of its own.
   and the dashboard bound to 127.0.0.1.
 * ``address``: a running scheduler (``cluster.address``); its workers must have been
   started with ``--resources threads=N``.
+* ``slurm``, ``pbs``, ``sge``, ``lsf``, ``htcondor``: dask-jobqueue, one worker per batch
+  job, TLS by default (see :func:`batch_cluster`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from distributed import Client, LocalCluster
 
+from sweep import jobqueue
 from sweep.recipe import ClusterSettings
+
+RESUBMIT_S = 5.0
 
 
 class ClusterError(RuntimeError):
@@ -34,17 +43,114 @@ def local_cores() -> int:
 
 
 def preflight(settings: ClusterSettings, threads: int) -> None:
-    """Checks that need no cluster: a local worker must hold a job of ``threads`` cores."""
-    if settings.kind != "local":
+    """Checks that need no cluster: a worker must be able to hold a job of ``threads`` cores."""
+    if settings.kind == "local":
+        n = settings.threads or local_cores()
+        if n > local_cores():
+            raise ClusterError(f"cluster.threads={n} but this process may use {local_cores()} CPUs; lower it")
+        where = "the local worker"
+    elif settings.kind in jobqueue.CLASSES:
+        n, where = settings.cores, f"a {settings.kind} job (cluster.cores)"
+    else:
         return
-    n = settings.threads or local_cores()
-    if n > local_cores():
-        raise ClusterError(f"cluster.threads={n} but this process may use {local_cores()} CPUs; lower it")
     if threads > n:
         raise ClusterError(
-            f"resources.threads={threads} but the local worker has {n} cores; "
-            f"lower resources.threads to at most {n}"
+            f"resources.threads={threads} but {where} has {n} cores; lower resources.threads to at most {n}"
         )
+
+
+def batch_cluster(settings: ClusterSettings) -> Any:
+    """The dask-jobqueue cluster ``settings`` describe, not yet scaled.
+
+    One worker process per batch job (``processes=1``) with ``--nthreads cores``, the
+    ``threads`` resource and its own dashboard on 127.0.0.1; TLS with temporary certificates
+    (written, private, under ``shared_temp_directory``, default ``~/.cache/sweep/tls``) unless
+    ``security: false``; the scheduler's dashboard on ``cluster.dashboard`` (127.0.0.1 by
+    default: reach it through an SSH tunnel).
+    """
+    from distributed.security import Security
+
+    opts = settings.jobqueue_options
+    if settings.security:
+        security = Security.temporary()
+        tls_dir = Path(opts.pop("shared_temp_directory", Path.home() / ".cache" / "sweep" / "tls"))
+        tls_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        opts["shared_temp_directory"] = str(tls_dir)
+    else:
+        warnings.warn(
+            "cluster.security is false: the scheduler accepts unauthenticated connections, and "
+            "anyone who can reach it can run code as you",
+            stacklevel=2,
+        )
+        security = None
+    worker_args = [
+        *opts.pop("worker_extra_args", []),
+        "--resources",
+        f"threads={settings.cores}",
+        "--dashboard-address",
+        "127.0.0.1:0",
+    ]
+    scheduler_options = {"dashboard_address": settings.dashboard, **opts.pop("scheduler_options", {})}
+    return jobqueue.cluster_class(settings.kind)(
+        cores=settings.cores,
+        memory=settings.memory,
+        processes=1,
+        security=security,
+        scheduler_options=scheduler_options,
+        worker_extra_args=worker_args,
+        silence_logs="error",
+        **opts,
+    )
+
+
+def scale(cluster: Any, settings: ClusterSettings) -> None:
+    if settings.adapt is not None:
+        cluster.adapt(minimum_jobs=settings.adapt.minimum_jobs, maximum_jobs=settings.adapt.maximum_jobs)
+    else:
+        cluster.scale(jobs=settings.jobs)
+
+
+def _resubmit_lost_jobs(cluster: Any, stop: threading.Event, every: float = RESUBMIT_S) -> None:
+    """Replace batch jobs that ended under us (walltime, preemption, scancel).
+
+    A lost worker leaves the cluster's live jobs (after ``distributed.deploy.lost-worker-timeout``)
+    but stays in its spec; re-asking for the same number of workers submits a job for each
+    one missing. Dask then reruns the lost points on the new workers.
+    """
+    while not stop.wait(every):
+        if cluster.status.name == "running":
+            cluster.scale(len(cluster.worker_spec))
+
+
+def plan_text(settings: ClusterSettings, threads: int, points: int) -> str:
+    """What a sweep on these settings will ask for, in words (``submit --dry-run``)."""
+    if settings.kind == "local":
+        n = settings.threads or local_cores()
+        return (
+            f"local cluster: 1 worker, {n} threads (resources threads={n}); {n // threads} jobs of "
+            f"{threads} cores at a time; {points} points"
+        )
+    if settings.kind == "address":
+        return f"scheduler {settings.address}; {points} points of {threads} cores"
+    jobs = (
+        f"adaptive, {settings.adapt.minimum_jobs}..{settings.adapt.maximum_jobs} batch jobs"
+        if settings.adapt
+        else f"{settings.jobs} batch jobs"
+    )
+    per = settings.cores // threads
+    return (
+        f"{settings.kind}: {jobs}, each 1 worker with {settings.cores} threads and {settings.memory} "
+        f"(resources threads={settings.cores}); {per} points of {threads} cores per worker at a time; "
+        f"{points} points; TLS {'on' if settings.security else 'OFF'}"
+    )
+
+
+def dashboard_hint(client: Client, settings: ClusterSettings) -> str:
+    link = client.dashboard_link
+    if settings.kind in jobqueue.CLASSES and "127.0.0.1" in link:
+        port = link.split(":")[-1].split("/")[0]
+        link += f"  (from your machine: ssh -N -L {port}:127.0.0.1:{port} <this host>)"
+    return link
 
 
 @contextmanager
@@ -66,6 +172,17 @@ def connect(settings: ClusterSettings, threads: int) -> Iterator[Client]:
             Client(cluster) as client,
         ):
             yield client
+    elif settings.kind in jobqueue.CLASSES:
+        with batch_cluster(settings) as cluster, Client(cluster, security=cluster.security) as client:
+            scale(cluster, settings)
+            stop = threading.Event()
+            keeper = threading.Thread(target=_resubmit_lost_jobs, args=(cluster, stop), daemon=True)
+            keeper.start()
+            try:
+                yield client
+            finally:
+                stop.set()
+                keeper.join()
     else:
         with Client(settings.address, timeout="30s") as client:
             check_fits(client, threads)

@@ -29,6 +29,7 @@ from distributed import WorkerPlugin, get_worker
 
 from sweep.capped import Child, ChildConfig, ChildDied, Outcome
 from sweep.job import JobRef
+from sweep.jobqueue import JOB_ID_VARS
 
 PLUGIN_NAME = "sweep-core-pool"
 
@@ -163,11 +164,19 @@ def run_point(task: PointTask) -> dict[str, Any]:
     """
     worker = get_worker()
     pool = CorePool.of_this_worker()
-    worker.log_event(f"sweep-{task.sweep}", {"event": "start", "index": task.index})
+    topic, host = f"sweep-{task.sweep}", socket.gethostname()
+    worker.log_event(topic, {"event": "start", "index": task.index, "host": host})
     outcome = Outcome("failed")
+    reports: list[dict[str, Any]] = []
     attempts = 0
     while attempts <= task.retries:
         attempts += 1
+
+        def forward(report: dict[str, Any], attempt: int = attempts) -> None:
+            report["attempt"] = attempt
+            reports.append(report)
+            worker.log_event(topic, {"event": "report", "index": task.index, **report})
+
         try:
             with pool.lease(task.threads, task.config, task.max_jobs, task.max_rss) as child:
                 outcome = child.run(
@@ -176,6 +185,7 @@ def run_point(task: PointTask) -> dict[str, Any]:
                     timeout=task.timeout,
                     memory=task.memory,
                     max_threads=task.thread_budget if task.kill_over_budget else None,
+                    on_report=forward,
                 )
         except ChildDied as exc:
             outcome = Outcome("failed", error=f"child could not start: {exc}")
@@ -183,6 +193,13 @@ def run_point(task: PointTask) -> dict[str, Any]:
             break
     record = dict(vars(outcome))
     record.update(
-        index=task.index, attempts=attempts, host=socket.gethostname(), thread_budget=task.thread_budget
+        index=task.index,
+        attempts=attempts,
+        host=host,
+        batch_job=next((os.environ[v] for v in JOB_ID_VARS if os.environ.get(v)), ""),
+        thread_budget=task.thread_budget,
+        reports=reports,
     )
+    summary = {k: record[k] for k in ("status", "host", "peak_threads", "wall_s", "attempts")}
+    worker.log_event(topic, {"event": "end", "index": task.index, "cores": list(outcome.cores), **summary})
     return record

@@ -26,6 +26,7 @@ class SweepProgress:
         self.total = total
         self.counts: Counter[str] = Counter(done=already_done)
         self.started: set[tuple] = set()
+        self.latest: dict[tuple, dict[str, Any]] = {}
         self.finished: set[tuple] = set()
         self.console = Console(file=sys.stderr)
         self.live = enabled and (self.console.is_terminal or self.console.is_jupyter)
@@ -69,8 +70,25 @@ class SweepProgress:
         if self._bar is not None:
             self._bar.stop()
 
-    def job_started(self, index: tuple) -> None:
-        self.started.add(tuple(index))
+    def on_event(self, msg: dict[str, Any]) -> None:
+        """A worker's event for this sweep (start / report / end of a point)."""
+        index = tuple(msg.get("index", ()))
+        if msg.get("event") == "start":
+            self.started.add(index)
+        elif msg.get("event") == "report":
+            self.latest[index] = {k: v for k, v in msg.items() if k not in ("event", "index")}
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counts by state and the latest reported values of the points that reported."""
+        bad = sum(v for k, v in self.counts.items() if k != "done")
+        return {
+            "total": self.total,
+            "done": self.counts["done"],
+            "failed": bad,
+            "running": self.running,
+            "pending": max(0, self.pending),
+            "latest": dict(self.latest),
+        }
 
     def job_finished(self, index: tuple, status: str) -> None:
         self.finished.add(tuple(index))

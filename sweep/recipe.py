@@ -89,20 +89,58 @@ class ChildSettings(_Model):
     _max_rss = field_validator("max_rss", mode="before")(_size)
 
 
-class ClusterSettings(_Model):
-    """Where workers come from: ``local`` (default) or ``address`` of a running scheduler."""
+class Adapt(_Model):
+    """Let the number of batch jobs follow the work, between these bounds."""
 
-    kind: Literal["local", "address"] = "local"
+    minimum_jobs: int = Field(0, ge=0)
+    maximum_jobs: int = Field(..., ge=1)
+
+
+class ClusterSettings(_Model):
+    """Where workers come from: ``local`` (default), a running scheduler's ``address``, or
+    a batch scheduler (slurm, pbs, sge, lsf, htcondor) through dask-jobqueue, whose own
+    options (queue, account, walltime, ...) may be given here too."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    kind: Literal["local", "address", "slurm", "pbs", "sge", "lsf", "htcondor"] = "local"
     address: str | None = None
-    workers: int = Field(1, ge=1)
     threads: int | None = Field(None, ge=1)
     dashboard: str = "127.0.0.1:8787"
+    cores: int | None = Field(None, ge=1)
+    memory: str | None = None
+    jobs: int = Field(1, ge=0)
+    adapt: Adapt | None = None
+    security: bool = True
 
     @model_validator(mode="after")
-    def _address_given(self) -> ClusterSettings:
+    def _consistent(self) -> ClusterSettings:
+        from sweep import jobqueue
+
+        extra = sorted(self.model_extra or {})
         if self.kind == "address" and not self.address:
             raise ValueError("kind 'address' needs cluster.address, e.g. tcp://127.0.0.1:8786")
+        if self.kind not in jobqueue.CLASSES:
+            if extra:
+                raise ValueError(f"unknown key(s) {extra} for kind {self.kind!r}")
+            return self
+        allowed = jobqueue.options(self.kind)
+        for key in extra:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, [*allowed, *type(self).model_fields], n=1)
+                hint = f"did you mean '{close[0]}'?" if close else "see dask-jobqueue's options"
+                raise ValueError(f"unknown key {key!r} for kind {self.kind!r}; {hint}")
+        if self.cores is None or self.memory is None:
+            raise ValueError(
+                f"kind {self.kind!r} needs cluster.cores and cluster.memory per batch job, "
+                "e.g. cores: 32, memory: 120GiB"
+            )
         return self
+
+    @property
+    def jobqueue_options(self) -> dict[str, Any]:
+        """The dask-jobqueue options given in the recipe, as keyword arguments."""
+        return dict(self.model_extra or {})
 
 
 AxisValues = dict[str, list[Any]]

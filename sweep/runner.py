@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ from distributed import Client, as_completed
 from sweep import limits
 from sweep.capped import ChildConfig, default_compile_cache, thread_budget
 from sweep.cluster import check_fits, connect, local_cores, preflight
+from sweep.dashboard import SweepPage
 from sweep.pool import CorePool, PointTask, run_point
 from sweep.progress import SweepProgress, summary_table
 from sweep.recipe import Recipe
@@ -136,6 +138,10 @@ class Sweep:
         ]
 
     # -- running ------------------------------------------------------------------------
+    def start(self, client: Client | None = None, **kwargs: Any) -> SweepRun:
+        """Run in the background (for notebooks); returns a :class:`SweepRun` handle at once."""
+        return SweepRun(self, client, kwargs)
+
     def run(
         self,
         client: Client | None = None,
@@ -143,8 +149,14 @@ class Sweep:
         force: bool = False,
         progress: bool = True,
         on_start: Callable[[Client], None] | None = None,
+        block: bool = True,
+        cancel: threading.Event | None = None,
     ) -> Any:
         """Run every point not yet done and return the result dataset (xarray).
+
+        ``block=False`` returns a :class:`SweepRun` handle at once instead (the sweep goes on
+        in a background thread). Setting ``cancel`` stops the sweep: queued and running points
+        are cancelled, finished ones are kept.
 
         Without ``client`` the recipe's cluster is started (and stopped at the end).
         Afterwards ``self.stats`` holds ``wall_s``, ``points_run`` and ``store_s`` (time
@@ -152,8 +164,11 @@ class Sweep:
         ``force`` replaces an output made by a different space. ``on_start`` is called
         with the client once the cluster is up (the CLI prints the dashboard link there).
         """
+        if not block:
+            return self.start(client, force=force, progress=progress, on_start=on_start)
         t0 = time.monotonic()
         self.stats: dict[str, float] = {"points_run": 0, "store_s": 0.0}
+        self._cancel = cancel or threading.Event()
         k = self.recipe.resources.threads
         if client is None:
             preflight(self.recipe.cluster, k)
@@ -193,8 +208,30 @@ class Sweep:
         if warning:
             print(f"sweep: warning: {warning}", file=sys.stderr)
 
+    def _announce(self, client: Client, topic: str, todo: set) -> None:
+        """Tell the scheduler's ``/sweep`` page which points this sweep has."""
+        space = self.loaded.space
+        points = [
+            {"index": list(p.index), "params": p.params, "status": "queued" if p.index in todo else "done"}
+            for p in space.points()
+        ]
+        coords = {d: space.coords[d][1].tolist() for d in space.dims if d in space.coords}
+        client.log_event(
+            topic,
+            {
+                "event": "sweep",
+                "kind": space.kind,
+                "dims": list(space.dims),
+                "coords": coords,
+                "total": len(space),
+                "job": self.loaded.job.label,
+                "points": points,
+            },
+        )
+
     def _run_on(self, client: Client, store: Store, todo: set, progress: bool, on_start: Any) -> None:
         client.register_plugin(CorePool(), name=CorePool.name)
+        client.register_plugin(SweepPage(), name=SweepPage.name)
         if on_start is not None:
             on_start(client)
         tasks = self.tasks(todo)
@@ -202,8 +239,10 @@ class Sweep:
         total = len(self.loaded.space)
         topic = f"sweep-{self.loaded.name}"
         names = self.loaded.space.names
+        self._announce(client, topic, todo)
         with SweepProgress(total, total - len(todo), enabled=progress) as bar:
-            client.subscribe_topic(topic, lambda event: bar.job_started(event[1]["index"]))
+            self.progress = bar
+            client.subscribe_topic(topic, lambda event: bar.on_event(event[1]))
             futures = {
                 client.submit(
                     run_point,
@@ -230,6 +269,9 @@ class Sweep:
             oldest = 0.0
             try:
                 while not done.is_empty() or pending:
+                    if self._cancel.is_set():
+                        client.cancel(list(futures))
+                        break
                     batch = done.next_batch(block=False)
                     if batch and not pending:
                         oldest = time.monotonic()
@@ -248,6 +290,63 @@ class Sweep:
             finally:
                 flush()
                 client.unsubscribe_topic(topic)
+
+
+class SweepRun:
+    """A sweep running in a background thread: watch it, read partial results, cancel it.
+
+    Made by :meth:`Sweep.start` (or ``Sweep.run(block=False)``).
+    """
+
+    def __init__(self, sweep: Sweep, client: Client | None, kwargs: dict[str, Any]) -> None:
+        self.sweep = sweep
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._cancel = threading.Event()
+        kwargs = {**kwargs, "cancel": self._cancel}
+        self._thread = threading.Thread(target=self._main, args=(client, kwargs), daemon=True)
+        self._thread.start()
+
+    def _main(self, client: Client | None, kwargs: dict[str, Any]) -> None:
+        try:
+            self._result = self.sweep.run(client, **kwargs)
+        except BaseException as exc:  # handed to wait()
+            self._error = exc
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def progress(self) -> dict[str, Any]:
+        """Counts by state (done, failed, running, pending, total) and each running point's
+        latest :func:`sweep.report` values, keyed by point index."""
+        bar = getattr(self.sweep, "progress", None)
+        if bar is None:
+            return {
+                "total": len(self.sweep),
+                "done": 0,
+                "failed": 0,
+                "running": 0,
+                "pending": len(self.sweep),
+            }
+        return bar.snapshot()
+
+    def results(self) -> Any:
+        """The dataset as stored so far (points not finished read ``pending``)."""
+        return open_results(self.sweep.output)
+
+    def cancel(self) -> Any:
+        """Stop submitting, cancel what is queued or running, keep what is done; returns the dataset."""
+        self._cancel.set()
+        return self.wait()
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until the sweep ends; its dataset, or the exception it raised."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the sweep is still running after {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return self._result
 
 
 def _swept(task: PointTask, names: Iterable[str]) -> dict[str, Any]:

@@ -54,10 +54,12 @@ RECORD_VARS: dict[str, Var] = {
     "peak_rss": Var("int64", 0, {"units": "bytes", "long_name": "peak resident memory of the job"}),
     "cores": Var(str, "", {"long_name": "CPU ids the child was pinned to, comma-separated"}),
     "host": Var(str, "", {"long_name": "host the job ran on"}),
+    "batch_job": Var(str, "", {"long_name": "batch system job id of the worker (SLURM, PBS, ...)"}),
     "pid": Var("int64", 0, {"long_name": "pid of the child that ran the job"}),
     "started": Var("float64", np.nan, {**TIME_ATTRS, "long_name": "job start"}),
     "finished": Var("float64", np.nan, {**TIME_ATTRS, "long_name": "job end"}),
     "error": Var(str, "", {"long_name": "traceback, signal or limit that ended the job"}),
+    "reports": Var(str, "", {"long_name": "JSON list of the job's sweep.report() calls"}),
     "status": Var(str, "pending", {"long_name": "one of " + ", ".join(STATUSES)}),
 }
 
@@ -242,6 +244,8 @@ class Store:
 def _record_value(record: dict[str, Any], name: str) -> Any:
     if name == "cores":
         return ",".join(map(str, record.get("cores", ())))
+    if name == "reports":
+        return json.dumps(record["reports"]) if record.get("reports") else ""
     value = record.get(name, RECORD_VARS[name].fill)
     return RECORD_VARS[name].fill if value is None else value
 
@@ -310,6 +314,28 @@ def _create(path: Path, loaded: Any, fingerprint: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ds.to_zarr(str(path), mode="a", compute=False, consolidated=False, encoding=encoding)
+
+
+def report_history(ds: Any) -> Any:
+    """Every ``sweep.report()`` of every point, as a pandas DataFrame.
+
+    One row per report: the point's sweep coordinates, ``point_id``, ``attempt``, ``step``,
+    ``time`` and the reported values.
+    """
+    import pandas as pd
+
+    rows = []
+    status = ds["status"]
+    for index in np.ndindex(status.shape):
+        text = str(ds["reports"].values[index] or "")
+        if not text:
+            continue
+        where = {d: ds[d].values[i] for d, i in zip(status.dims, index) if d in ds.coords}
+        if "point" in status.dims:
+            where.update({c: ds[c].values[index] for c in ds.coords if ds[c].dims == status.dims})
+        where["point_id"] = ds["point_id"].values[index]
+        rows.extend({**where, **r} for r in json.loads(text))
+    return pd.DataFrame(rows)
 
 
 def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:

@@ -116,3 +116,17 @@ def jax_or_light(x: int, kind: str) -> dict:
     if kind == "jax":
         return {"value": jax_grad(16, seed=x)["norm"]}
     return {"value": float(x)}
+
+
+def reporting(x: float, steps: int = 5, seconds: float = 0.3, hang: bool = False) -> dict:
+    """Reports an objective every step; with hang=True never returns after its reports."""
+    import sweep
+
+    value = 0.0
+    for i in range(steps):
+        value = x * (i + 1)
+        sweep.report(step=i, objective=value, other=-value)
+        time.sleep(seconds)
+    while hang:
+        time.sleep(1)
+    return {"objective": value}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A single-node SLURM on this machine, listening on 127.0.0.1 only, for trying sweep's
+# `kind: slurm` and for its tests. Needs root and Debian's packages (installed on first use).
+#
+#   scripts/slurm-local.sh start    # install if needed, write the config, start munge+slurm
+#   scripts/slurm-local.sh stop     # stop the daemons
+#   scripts/slurm-local.sh env      # print `export SLURM_CONF=...` for clients
+#
+# State, spool and logs live in $SWEEP_SLURM_DIR (default /tmp/sweep-slurm).
+set -euo pipefail
+
+DIR=${SWEEP_SLURM_DIR:-/tmp/sweep-slurm}
+CONF=$DIR/slurm.conf
+
+install() {
+    command -v slurmctld >/dev/null && command -v munged >/dev/null && command -v sbatch >/dev/null && return
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
+}
+
+write_conf() {
+    mkdir -p "$DIR"/{state,spool,log}
+    local cpus mem
+    cpus=$(nproc)
+    mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
+    cat >"$CONF" <<CONF
+ClusterName=sweep
+SlurmctldHost=localhost(127.0.0.1)
+CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
+SlurmUser=root
+AuthType=auth/munge
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool
+SlurmctldPidFile=$DIR/slurmctld.pid
+SlurmdPidFile=$DIR/slurmd.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.log
+SlurmctldPort=6817
+SlurmdPort=6818
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/affinity
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+ReturnToService=2
+MpiDefault=none
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+CONF
+}
+
+start() {
+    install
+    write_conf
+    mkdir -p /run/munge && chown munge:munge /run/munge
+    pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged
+    pgrep -x slurmctld >/dev/null || slurmctld -f "$CONF"
+    pgrep -x slurmd >/dev/null || slurmd -f "$CONF" -N localhost
+    for _ in $(seq 1 60); do
+        if SLURM_CONF=$CONF sinfo -h -o %t 2>/dev/null | grep -qx idle; then
+            echo "slurm is up: export SLURM_CONF=$CONF"
+            return 0
+        fi
+        SLURM_CONF=$CONF scontrol update nodename=localhost state=resume >/dev/null 2>&1 || true
+        sleep 1
+    done
+    echo "slurm did not become idle; see $DIR/log" >&2
+    SLURM_CONF=$CONF sinfo >&2 || true
+    return 1
+}
+
+stop() {
+    pkill -x slurmd || true
+    pkill -x slurmctld || true
+    pkill -x munged || true
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    env) echo "export SLURM_CONF=$CONF" ;;
+    *) echo "usage: $0 start|stop|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,163 @@
+"""Clusters: golden batch scripts for every dask-jobqueue backend, validation, dry runs."""
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweep import jobqueue
+from sweep.cli import main
+from sweep.cluster import batch_cluster
+from sweep.recipe import ClusterSettings, Recipe, RecipeError
+
+GOLDEN = Path(__file__).parent / "golden"
+COMMON = {"cores": 4, "memory": "8GiB", "interface": "lo"}
+HOUR = {"walltime": "01:00:00"}
+PER_KIND = {
+    "slurm": {**HOUR, "queue": "debug", "account": "proj42", "job_extra_directives": ["--exclusive"]},
+    "pbs": {**HOUR, "queue": "workq", "account": "proj42", "resource_spec": "select=1:ncpus=4:mem=8GB"},
+    "sge": {**HOUR, "queue": "all.q", "resource_spec": "h_vmem=8G"},
+    "lsf": {**HOUR, "queue": "normal", "project": "proj42", "use_stdin": True},
+    "htcondor": {"disk": "1GiB"},
+}
+
+
+def normalise(script: str) -> str:
+    script = script.replace(sys.executable, "PYTHON")
+    script = re.sub(r"tls://127\.0\.0\.1:\d+", "tls://SCHEDULER", script)
+    script = re.sub(r"\S*\.dask-jobqueue\.worker\.(\w+?)\.\w+", r"TLS_DIR/\1", script)
+    return script
+
+
+@pytest.mark.parametrize("kind", sorted(jobqueue.CLASSES))
+def test_job_script_matches_golden(kind, tmp_path):
+    settings = ClusterSettings(kind=kind, shared_temp_directory=str(tmp_path), **COMMON, **PER_KIND[kind])
+    with batch_cluster(settings) as cluster:
+        script = normalise(cluster.job_script())
+    golden = GOLDEN / f"{kind}.sh"
+    if os.environ.get("SWEEP_UPDATE_GOLDEN"):
+        golden.write_text(script)
+    assert script == golden.read_text()
+    # what every backend must carry, whatever its header looks like
+    for fragment in (
+        "--resources threads=4",
+        "--nthreads 4",
+        "--protocol tls://",
+        "--dashboard-address 127.0.0.1:0",
+    ):
+        assert fragment in script
+
+
+def test_unknown_jobqueue_option_is_named_with_a_suggestion():
+    data = {"job": "tests/jobs.py:noop", "params": {"grid": {"x": [1]}}}
+    with pytest.raises(
+        RecipeError, match=r"cluster: unknown key 'walltim' for kind 'slurm'; did you mean 'walltime'"
+    ):
+        Recipe.from_dict(
+            {**data, "cluster": {"kind": "slurm", "cores": 2, "memory": "1GiB", "walltim": "1:00"}}
+        )
+    with pytest.raises(RecipeError, match=r"unknown key\(s\) \['queue'\] for kind 'local'"):
+        Recipe.from_dict({**data, "cluster": {"queue": "debug"}})
+    with pytest.raises(RecipeError, match="needs cluster.cores and cluster.memory"):
+        Recipe.from_dict({**data, "cluster": {"kind": "pbs"}})
+
+
+def test_processes_and_security_are_not_the_recipes_to_set():
+    data = {"job": "tests/jobs.py:noop", "params": {"grid": {"x": [1]}}}
+    for key in ("processes", "protocol", "nanny"):
+        with pytest.raises(RecipeError, match=f"unknown key '{key}'"):
+            Recipe.from_dict({**data, "cluster": {"kind": "slurm", "cores": 2, "memory": "1GiB", key: 2}})
+
+
+def test_security_false_warns():
+    settings = ClusterSettings(kind="slurm", cores=2, memory="1GiB", security=False, interface="lo")
+    with pytest.warns(UserWarning, match="unauthenticated"), batch_cluster(settings) as cluster:
+        assert "--protocol tls://" not in cluster.job_script()
+
+
+def test_dry_run_prints_plan_and_script_and_submits_nothing(tmp_path, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        f"job: {Path(__file__).parent / 'jobs.py'}:noop\n"
+        "params: {grid: {x: [1, 2, 3]}}\n"
+        "resources: {threads: 2}\n"
+        "cluster: {kind: slurm, cores: 4, memory: 8GiB, jobs: 3, interface: lo, "
+        f"shared_temp_directory: {tmp_path}}}\n"
+        f"output: {tmp_path / 'out.zarr'}\n"
+    )
+    assert main(["submit", str(recipe), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "slurm: 3 batch jobs, each 1 worker with 4 threads" in out and "2 points of 2 cores" in out
+    assert "#SBATCH --cpus-per-task=4" in out
+    assert not (tmp_path / "out.zarr").exists()
+    capsys.readouterr()
+    assert main(["submit", str(recipe), "--dry-run", "--set", "resources.threads=8"]) == 2
+    assert "a slurm job (cluster.cores) has 4 cores" in capsys.readouterr().err
+
+
+@pytest.fixture
+def running_scheduler(tmp_path):
+    """`dask scheduler` + `dask worker --nthreads 2 --resources threads=2`, on 127.0.0.1."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    dask = [sys.executable, "-m", "distributed.cli"]
+    scheduler = subprocess.Popen(
+        [*dask[:2], "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
+         "--dashboard-address", "127.0.0.1:0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [*dask[:2], "distributed.cli.dask_worker", address, "--nthreads", "2", "--resources", "threads=2",
+         "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--local-directory", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        from distributed import Client
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Client(address, timeout="2s") as c:
+                    if c.scheduler_info()["workers"]:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "scheduler/worker did not come up"
+            time.sleep(0.3)
+        yield address
+    finally:
+        for p in (worker, scheduler):
+            p.terminate()
+            p.wait(30)
+
+
+def test_address_kind_runs_on_a_running_scheduler(running_scheduler, tmp_path):
+    from sweep import Sweep
+
+    s = Sweep(
+        f"{Path(__file__).parent / 'jobs.py'}:affinity",
+        {"grid": {"x": [0, 1, 2]}},
+        cluster={"kind": "address", "address": running_scheduler},
+        output=tmp_path / "a.zarr",
+    )
+    ds = s.run(progress=False)
+    assert (ds["status"] == "done").all() and (ds["ncpus"] == 1).all()
+    too_big = Sweep(
+        f"{Path(__file__).parent / 'jobs.py'}:affinity",
+        {"grid": {"x": [0]}},
+        resources={"threads": 4},
+        cluster={"kind": "address", "address": running_scheduler},
+        output=tmp_path / "b.zarr",
+    )
+    from sweep.cluster import ClusterError
+
+    with pytest.raises(ClusterError, match="offers threads=4"):
+        too_big.run(progress=False)

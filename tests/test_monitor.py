@@ -1,0 +1,96 @@
+"""Watching sweeps: sweep.report streaming, the background handle, the /sweep page data."""
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from sweep import Sweep, report, report_history
+from tests.conftest import JOBS
+
+
+def wait_for(predicate, timeout=60.0, every=0.05):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(every)
+
+
+def test_report_outside_a_sweep_does_nothing():
+    report(step=1, loss=0.5)  # no child, no error
+
+
+def test_reports_stream_to_the_client_before_the_job_ends(client, tmp_path):
+    s = Sweep(
+        f"{JOBS}:reporting",
+        {"grid": {"x": [1.0, 2.0]}, "fixed": {"steps": 6, "seconds": 0.4}},
+        output=tmp_path / "r.zarr",
+    )
+    run = s.run(client=client, progress=False, block=False)
+    wait_for(lambda: run.progress().get("latest"))
+    snapshot = run.progress()
+    partial = run.results()
+    assert not run.done()
+    some_index, values = next(iter(snapshot["latest"].items()))
+    assert "objective" in values and values["step"] >= 0
+    assert partial["status"].values[some_index] == "pending"  # reported while still running
+    ds = run.wait(120)
+    assert (ds["status"] == "done").all()
+    history = report_history(ds)
+    assert len(history) == 12 and set(history["step"]) == set(range(6))
+    assert list(history[history["x"] == 2.0]["objective"]) == [2.0 * (i + 1) for i in range(6)]
+
+
+def test_history_of_a_killed_job_is_kept(client, tmp_path):
+    s = Sweep(
+        f"{JOBS}:reporting",
+        {"grid": {"x": [1.0]}, "fixed": {"steps": 3, "seconds": 0.05, "hang": True}},
+        resources={"timeout": "3s"},
+        output=tmp_path / "k.zarr",
+    )
+    ds = s.run(client=client, progress=False)
+    assert ds["status"].item() == "timeout"
+    history = report_history(ds)
+    assert list(history["step"]) == [0, 1, 2] and list(history["objective"]) == [1.0, 2.0, 3.0]
+
+
+def test_cancel_keeps_finished_points_and_a_rerun_finishes_the_rest(client, tmp_path):
+    params = {"grid": {"x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}, "fixed": {"steps": 2, "seconds": 0.5}}
+    s = Sweep(f"{JOBS}:reporting", params, output=tmp_path / "c.zarr")
+    run = s.start(client=client, progress=False)
+    wait_for(lambda: run.progress()["done"] >= 1)
+    ds = run.cancel()
+    done = int((ds["status"] == "done").sum())
+    assert 1 <= done < 6
+    again = Sweep(f"{JOBS}:reporting", params, output=tmp_path / "c.zarr").run(client=client, progress=False)
+    assert (again["status"] == "done").all()
+
+
+@pytest.mark.slow
+def test_dashboard_sweep_page_serves_live_point_states(client, tmp_path):
+    s = Sweep(
+        f"{JOBS}:reporting",
+        {"grid": {"x": [1.0, 2.0], "y": [0, 1]}, "fixed": {"steps": 8, "seconds": 0.3}},
+        output=tmp_path / "d.zarr",
+    )
+    s_params = s.recipe.params
+    assert s_params.grid
+    run = s.start(client=client, progress=False)
+    base = client.dashboard_link.rsplit("/", 1)[0]
+
+    def states():
+        with urllib.request.urlopen(f"{base}/sweep/data.json", timeout=5) as r:
+            data = json.load(r)
+        sweep = next((x for x in data["sweeps"] if x["name"] == "sweep"), None)
+        return {} if sweep is None else {tuple(p["index"]): p for p in sweep["points"]}
+
+    wait_for(lambda: any(p["status"] == "running" and p.get("latest") for p in states().values()))
+    live = states()
+    assert len(live) == 4
+    with urllib.request.urlopen(f"{base}/sweep", timeout=5) as r:
+        assert b"latest objective" in r.read()
+    run.wait(120)
+    wait_for(lambda: all(p["status"] == "done" for p in states().values()), timeout=10)
+    final = states()
+    assert all(p["peak_threads"] > 0 and p["host"] for p in final.values())
