@@ -169,22 +169,26 @@ class Sweep:
         t0 = time.monotonic()
         self.stats: dict[str, float] = {"points_run": 0, "store_s": 0.0}
         self._cancel = cancel or threading.Event()
+        self._store_ready = getattr(self, "_store_ready", None) or threading.Event()
         k = self.recipe.resources.threads
         if client is None:
             preflight(self.recipe.cluster, k)
         else:
             check_fits(client, k)
         self._check_thread_headroom(client)
-        with Store.open(self.output, self.loaded, force=force) as store:
+        with Store.open(self.output, self.loaded, force=force, create=False) as store:
+            if store.created:
+                self._store_ready.set()
             todo = store.todo()
-            store.set_attrs(sweep_last_run=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             if todo:
                 if client is None:
                     with connect(self.recipe.cluster, k) as own:
                         self._run_on(own, store, todo, progress, on_start)
                 else:
                     self._run_on(client, store, todo, progress, on_start)
-            store.set_attrs(sweep_last_end=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            self._store_ready.set()
+            store.set_attrs(sweep_last_run=started, sweep_last_end=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         ds = open_results(self.output)
         self.stats["wall_s"] = time.monotonic() - t0
         if progress:
@@ -253,6 +257,8 @@ class Sweep:
                 ): t
                 for t in tasks
             }
+            store.create()  # a new store's skeleton is written while the first points run
+            self._store_ready.set()
             pending: list[dict[str, Any]] = []
 
             def flush() -> None:
@@ -303,6 +309,7 @@ class SweepRun:
         self._result: Any = None
         self._error: BaseException | None = None
         self._cancel = threading.Event()
+        sweep._store_ready = threading.Event()
         kwargs = {**kwargs, "cancel": self._cancel}
         self._thread = threading.Thread(target=self._main, args=(client, kwargs), daemon=True)
         self._thread.start()
@@ -330,8 +337,10 @@ class SweepRun:
             }
         return bar.snapshot()
 
-    def results(self) -> Any:
-        """The dataset as stored so far (points not finished read ``pending``)."""
+    def results(self, timeout: float = 60.0) -> Any:
+        """The dataset as stored so far (points not finished read ``pending``); waits for a
+        new store to be created first."""
+        self.sweep._store_ready.wait(timeout)
         return open_results(self.sweep.output)
 
     def cancel(self) -> Any:

@@ -95,24 +95,46 @@ def _chunks(shape: tuple[int, ...], budget: int) -> tuple[int, ...]:
 class Store:
     """An open, locked result store for one sweep. Use :meth:`open` and :meth:`close`."""
 
-    def __init__(self, path: Path, lock_fd: int) -> None:
-        import zarr
-
+    def __init__(self, path: Path, lock_fd: int, loaded: Any, fingerprint: str) -> None:
         self.path = path
         self._lock_fd = lock_fd
-        self.group = zarr.open_group(str(path), mode="r+")
+        self._loaded, self._fingerprint = loaded, fingerprint
+        self.group: Any = None
         self._arrays: dict[str, Any] = {}
-        self.dims: tuple[str, ...] = tuple(json.loads(self.group.attrs["sweep_dims"]))
-        self.shape: tuple[int, ...] = self.group["status"].shape
-        self.outputs: dict[str, tuple[str, ...]] = json.loads(self.group.attrs.get("sweep_outputs", "{}"))
+        self.dims: tuple[str, ...] = tuple(loaded.space.dims)
+        self.shape: tuple[int, ...] = tuple(loaded.space.shape)
+        self.outputs: dict[str, tuple[str, ...]] = {}
+        if (path / "zarr.json").exists():
+            self._open_group()
+
+    def _open_group(self) -> None:
+        import zarr
+
+        self.group = zarr.open_group(str(self.path), mode="r+")
+        self.outputs = json.loads(self.group.attrs.get("sweep_outputs", "{}"))
+
+    @property
+    def created(self) -> bool:
+        return self.group is not None
+
+    def create(self) -> None:
+        """Write the store's skeleton if it does not exist yet (idempotent)."""
+        if self.group is None:
+            _create(self.path, self._loaded, self._fingerprint)
+            self._open_group()
+            import xarray as xr
+
+            xr.backends.list_engines()  # the first call scans entry points (~0.5 s): pay it now
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike, loaded: Any, *, force: bool = False) -> Store:
+    def open(cls, path: str | os.PathLike, loaded: Any, *, force: bool = False, create: bool = True) -> Store:
         """Lock ``path`` and open its store for ``loaded`` (a LoadedRecipe), creating it if new.
 
         An existing store made from a different space raises :class:`StoreMismatch`
-        unless ``force``, which deletes it and starts over.
+        unless ``force``, which deletes it and starts over. With ``create=False`` a new
+        store's skeleton is written only by :meth:`create` (the runner does that while the
+        first points run, and :meth:`todo` already answers "every point").
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -130,9 +152,10 @@ class Store:
                             "or --force to delete it and start over"
                         )
                     _clear(path)
-            if not (path / "zarr.json").exists():
-                _create(path, loaded, fingerprint)
-            return cls(path, fd)
+            store = cls(path, fd, loaded, fingerprint)
+            if create:
+                store.create()
+            return store
         except BaseException:
             os.close(fd)
             raise
@@ -154,9 +177,12 @@ class Store:
 
     def todo(self) -> set[tuple[int, ...]]:
         """Indices of points not yet ``done`` (missing, failed, timed out or killed)."""
+        if not self.created:
+            return {tuple(int(i) for i in ix) for ix in np.ndindex(self.shape)}
         return {tuple(int(i) for i in ix) for ix in np.argwhere(self.statuses() != "done")}
 
     def set_attrs(self, **attrs: Any) -> None:
+        self.create()
         self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
 
     # -- writing ------------------------------------------------------------------------
@@ -166,9 +192,10 @@ class Store:
         A record whose outputs don't fit what the store already holds (another shape or
         dims) is written as ``failed`` with the reason. Returns the records as written.
         """
-        records = [self._checked(r) for r in records]
         if not records:
-            return records
+            return []
+        self.create()
+        records = [self._checked(r) for r in records]
         for name in self.outputs:
             having = [r for r in records if name in r.get("outputs", {})]
             values = [np.asarray(r["outputs"][name].values) for r in having]
@@ -311,9 +338,18 @@ def _create(path: Path, loaded: Any, fingerprint: str) -> None:
         sweep_versions=json.dumps(_versions()),
         sweep_outputs="{}",
     )
+    # Written aside, then moved in with the group's zarr.json last: a reader sees no store or a
+    # whole one, never a half-written skeleton.
+    staging = path.parent / f".{path.name}.creating-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ds.to_zarr(str(path), mode="a", compute=False, consolidated=False, encoding=encoding)
+        ds.to_zarr(str(staging), mode="w", compute=False, consolidated=False, encoding=encoding)
+    for entry in staging.iterdir():
+        if entry.name != "zarr.json":
+            os.replace(entry, path / entry.name)
+    os.replace(staging / "zarr.json", path / "zarr.json")
+    staging.rmdir()
 
 
 def report_history(ds: Any) -> Any:
@@ -351,7 +387,7 @@ def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:
         raise FileNotFoundError(f"{path} is not a sweep result store (no zarr.json)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ds = xr.open_zarr(str(path), consolidated=False)
+        ds = xr.open_zarr(str(path), consolidated=False, chunks=None if load else {})
     for name, var in ds.variables.items():
         if var.dtype.kind == "T":  # numpy StringDType from zarr v3: plain objects are friendlier
             ds[name] = var.astype(object)

@@ -118,7 +118,7 @@ def jax_or_light(x: int, kind: str) -> dict:
     return {"value": float(x)}
 
 
-def reporting(x: float, steps: int = 5, seconds: float = 0.3, hang: bool = False) -> dict:
+def reporting(x: float, steps: int = 5, seconds: float = 0.3, hang: bool = False, y: int = 0) -> dict:
     """Reports an objective every step; with hang=True never returns after its reports."""
     import sweep
 
