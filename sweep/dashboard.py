@@ -21,6 +21,8 @@ from tornado.web import RequestHandler
 NAME = "sweep-dashboard"
 TOPIC_PREFIX = "sweep-"
 KEEP_SWEEPS = 20
+# Keys of a report event that are not the job's values (``worker`` is added by Dask).
+NOT_VALUES = ("event", "index", "time", "attempt", "worker")
 
 
 class SweepPage(SchedulerPlugin):
@@ -60,7 +62,7 @@ class SweepPage(SchedulerPlugin):
         if event == "start":
             point.update(status="running", host=msg.get("host", ""))
         elif event == "report":
-            values = {k: v for k, v in msg.items() if k not in ("event", "index", "time", "attempt")}
+            values = {k: v for k, v in msg.items() if k not in NOT_VALUES}
             point["latest"] = values
             point["reports"] = point.get("reports", 0) + 1
         elif event == "end":

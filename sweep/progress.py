@@ -76,7 +76,7 @@ class SweepProgress:
         if msg.get("event") == "start":
             self.started.add(index)
         elif msg.get("event") == "report":
-            self.latest[index] = {k: v for k, v in msg.items() if k not in ("event", "index")}
+            self.latest[index] = {k: v for k, v in msg.items() if k not in ("event", "index", "worker")}
 
     def snapshot(self) -> dict[str, Any]:
         """Counts by state and the latest reported values of the points that reported."""

@@ -1,0 +1,70 @@
+"""The Dask dashboard and the /sweep page in a real headless Chromium, during a running sweep.
+
+Screenshots are saved under artifacts/ (dashboard-status.png, sweep-page.png).
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sweep import Sweep
+from tests.conftest import JOBS, ROOT
+from tests.test_monitor import wait_for
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(os.environ.get("SWEEP_ARTIFACTS", ROOT / "artifacts"))
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="needs Debian's chromium (scripts/system-deps.sh)"
+    ),
+]
+
+
+def test_dashboard_and_sweep_page_render_a_running_sweep(client, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    s = Sweep(
+        f"{JOBS}:reporting",
+        {"grid": {"x": [1.0, 2.0, 3.0], "y": [0, 1]}, "fixed": {"steps": 40, "seconds": 0.25}},
+        name="browser",
+        output=tmp_path / "b.zarr",
+    )
+    run = s.start(client=client, progress=False)
+    base = client.dashboard_link.rsplit("/", 1)[0]
+    try:
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{base}/status")
+            page.wait_for_selector("canvas", timeout=60_000)
+            page.wait_for_timeout(3000)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-status.png"))
+            assert "Dask" in page.title()
+
+            page.goto(f"{base}/sweep")
+            page.wait_for_selector("text=browser", timeout=30_000)
+            wait_for(lambda: "running" in page.inner_text("#sweeps"), timeout=60)
+            page.wait_for_selector("table.heat td", timeout=30_000)
+            wait_for(lambda: page.locator("table.heat td").first.inner_text() != "", timeout=60)
+            text = page.inner_text("#sweeps")
+            page.screenshot(path=str(ARTIFACTS / "sweep-page.png"), full_page=True)
+            browser.close()
+        assert "6 points" in text and "peak threads" in text and "objective" in text
+        assert "latest objective by x x y" in text
+    finally:
+        run.cancel()
+    assert (ARTIFACTS / "sweep-page.png").stat().st_size > 10_000
