@@ -8,6 +8,7 @@ nothing was started and the output was not touched.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
@@ -60,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # as a command: die quietly when piped into `head`
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _parser().parse_args(argv)
     from sweep.cluster import ClusterError
     from sweep.limits import HeadroomError
@@ -96,8 +99,9 @@ def _submit(args: argparse.Namespace) -> int:
         print(f"plan: {cluster.plan_text(settings, k, len(s))}")
         print(f"output: {s.output}")
         if settings.kind in cluster.jobqueue.CLASSES:
-            with cluster.batch_cluster(settings) as batch:
-                print(f"batch job script ({settings.kind}):\n{batch.job_script()}")
+            with cluster.batch_cluster(settings, dry_run=True) as batch:
+                print(f"batch job script ({settings.kind}; the scheduler address is the real one's")
+                print(f"placeholder: a real run listens on cluster.interface):\n{batch.job_script()}")
         return EXIT_OK
     quiet = args.no_progress
 

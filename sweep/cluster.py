@@ -59,14 +59,15 @@ def preflight(settings: ClusterSettings, threads: int) -> None:
         )
 
 
-def batch_cluster(settings: ClusterSettings) -> Any:
+def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
     """The dask-jobqueue cluster ``settings`` describe, not yet scaled.
 
     One worker process per batch job (``processes=1``) with ``--nthreads cores``, the
     ``threads`` resource and its own dashboard on 127.0.0.1; TLS with temporary certificates
     (written, private, under ``shared_temp_directory``, default ``~/.cache/sweep/tls``) unless
     ``security: false``; the scheduler's dashboard on ``cluster.dashboard`` (127.0.0.1 by
-    default: reach it through an SSH tunnel).
+    default: reach it through an SSH tunnel). ``dry_run`` binds the scheduler to 127.0.0.1
+    whatever the interface, so printing a job script opens nothing to the network.
     """
     from distributed.security import Security
 
@@ -91,6 +92,8 @@ def batch_cluster(settings: ClusterSettings) -> Any:
         "127.0.0.1:0",
     ]
     scheduler_options = {"dashboard_address": settings.dashboard, **opts.pop("scheduler_options", {})}
+    if dry_run:
+        scheduler_options.update(host="127.0.0.1", dashboard_address="127.0.0.1:0")
     return jobqueue.cluster_class(settings.kind)(
         cores=settings.cores,
         memory=settings.memory,
