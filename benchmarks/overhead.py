@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from distributed import Client, LocalCluster
+from distributed import Client
 
 from sweep import Sweep
 from sweep.capped import ChildConfig
-from sweep.cluster import local_cores
+from sweep.cluster import local_cluster
 from sweep.job import parse_job
 from sweep.pool import CorePool
 
@@ -49,16 +48,8 @@ def pool_overhead(jobs: int, warm: bool) -> list[float]:
 
 
 def end_to_end(points: int) -> dict:
-    n = local_cores()
     with (
-        LocalCluster(
-            n_workers=1,
-            threads_per_worker=n,
-            resources={"threads": n},
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-            silence_logs=logging.ERROR,
-        ) as cluster,
+        local_cluster(dashboard="127.0.0.1:0") as cluster,
         Client(cluster) as client,
         tempfile.TemporaryDirectory() as tmp,
     ):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import platform
 import resource
@@ -30,7 +29,7 @@ from distributed import Client, LocalCluster  # noqa: E402
 
 from sweep import Sweep  # noqa: E402
 from sweep.capped import Child, ChildConfig  # noqa: E402
-from sweep.cluster import local_cores  # noqa: E402
+from sweep.cluster import local_cluster, local_cores  # noqa: E402
 from sweep.job import JobRef  # noqa: E402
 
 CORES = local_cores()
@@ -38,14 +37,7 @@ JOBS = HERE / "jobs.py"
 
 
 def cluster() -> LocalCluster:
-    return LocalCluster(
-        n_workers=1,
-        threads_per_worker=CORES,
-        resources={"threads": CORES},
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-        silence_logs=logging.ERROR,
-    )
+    return local_cluster(dashboard="127.0.0.1:0")
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -18,6 +18,7 @@ _LAZY = {
     "report": ("sweep.report", "report"),
     "report_history": ("sweep.store", "report_history"),
     "Recipe": ("sweep.recipe", "Recipe"),
+    "local_cluster": ("sweep.cluster", "local_cluster"),
     "RecipeError": ("sweep.recipe", "RecipeError"),
 }
 

@@ -42,6 +42,23 @@ def local_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def local_cluster(threads: int | None = None, dashboard: str = "127.0.0.1:8787") -> LocalCluster:
+    """The cluster of ``kind: local``: one worker process with ``threads`` cores (default: all
+    of this process's affinity), ``nthreads`` and ``resources={"threads": N}`` to match, every
+    server and the dashboard on 127.0.0.1. Use it from a notebook to keep children warm
+    across sweeps: ``client = Client(sweep.local_cluster())``, then ``Sweep.run(client=client)``."""
+    n = threads or local_cores()
+    return LocalCluster(
+        n_workers=1,
+        threads_per_worker=n,
+        processes=True,
+        resources={"threads": n},
+        host="127.0.0.1",
+        dashboard_address=dashboard,
+        silence_logs=logging.ERROR,
+    )
+
+
 def preflight(settings: ClusterSettings, threads: int) -> None:
     """Checks that need no cluster: a worker must be able to hold a job of ``threads`` cores."""
     if settings.kind == "local":
@@ -161,19 +178,7 @@ def connect(settings: ClusterSettings, threads: int) -> Iterator[Client]:
     """A client on the cluster ``settings`` describe, checked to fit jobs of ``threads`` cores."""
     preflight(settings, threads)
     if settings.kind == "local":
-        n = settings.threads or local_cores()
-        with (
-            LocalCluster(
-                n_workers=1,
-                threads_per_worker=n,
-                processes=True,
-                resources={"threads": n},
-                host="127.0.0.1",
-                dashboard_address=settings.dashboard,
-                silence_logs=logging.ERROR,
-            ) as cluster,
-            Client(cluster) as client,
-        ):
+        with local_cluster(settings.threads, settings.dashboard) as cluster, Client(cluster) as client:
             yield client
     elif settings.kind in jobqueue.CLASSES:
         with batch_cluster(settings) as cluster, Client(cluster, security=cluster.security) as client:

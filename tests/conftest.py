@@ -1,10 +1,9 @@
-import logging
 from pathlib import Path
 
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client
 
-from sweep.cluster import local_cores
+from sweep.cluster import local_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "tests" / "jobs.py"
@@ -18,19 +17,7 @@ def job(name: str) -> str:
 @pytest.fixture(scope="session")
 def client():
     """One real LocalCluster for the session: one worker with every core, as `local` makes."""
-    n = local_cores()
-    with (
-        LocalCluster(
-            n_workers=1,
-            threads_per_worker=n,
-            resources={"threads": n},
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-            silence_logs=logging.ERROR,
-        ) as cluster,
-        Client(cluster) as c,
-    ):
+    with local_cluster(dashboard="127.0.0.1:0") as cluster, Client(cluster) as c:
         yield c
 
 
