@@ -25,6 +25,7 @@ class SweepProgress:
     ) -> None:
         self.total = total
         self.counts: Counter[str] = Counter(done=already_done)
+        self._done_before = already_done
         self.started: set[tuple] = set()
         self.latest: dict[tuple, dict[str, Any]] = {}
         self.finished: set[tuple] = set()
@@ -102,12 +103,11 @@ class SweepProgress:
             self._bar.update(self._task, completed=finished, description=self.describe())
         elif force or time.monotonic() - self._last_log >= self.log_every:
             self._last_log = time.monotonic()
-            rate = (finished - 0) / max(1e-9, time.monotonic() - self._t0)
-            print(
-                f"[sweep] {finished}/{self.total}  {self.describe()}  ({rate:.2f} points/s)",
-                file=sys.stderr,
-                flush=True,
-            )
+            rate = (finished - self._done_before) / max(1e-9, time.monotonic() - self._t0)
+            left = self.total - finished
+            eta = f", ETA {left / rate:.0f} s" if rate > 0 and left else ""
+            line = f"[sweep] {finished}/{self.total}  {self.describe()}  ({rate:.2f} points/s{eta})"
+            print(line, file=sys.stderr, flush=True)
 
 
 def summary_table(ds: Any, wall_s: float, output: str) -> Table:

@@ -259,43 +259,46 @@ class Sweep:
             }
             store.create()  # a new store's skeleton is written while the first points run
             self._store_ready.set()
-            pending: list[dict[str, Any]] = []
-
-            def flush() -> None:
-                t_write = time.perf_counter()
-                written = store.write(pending)
-                self.stats["store_s"] += time.perf_counter() - t_write
-                self.stats["points_run"] += len(written)
-                for r in written:
-                    bar.job_finished(r["index"], r["status"])
-                pending.clear()
-                bar.refresh()
-
-            done = as_completed(futures, with_results=True, raise_errors=False)
-            oldest = 0.0
             try:
-                while not done.is_empty() or pending:
-                    if self._cancel.is_set():
-                        client.cancel(list(futures))
-                        break
-                    batch = done.next_batch(block=False)
-                    if batch and not pending:
-                        oldest = time.monotonic()
-                    pending.extend(_record(futures.pop(f), result) for f, result in batch)
-                    if pending and (
-                        len(pending) >= FLUSH_POINTS
-                        or time.monotonic() - oldest >= FLUSH_SECONDS
-                        or done.is_empty()
-                    ):
-                        flush()
-                    elif not batch:
-                        time.sleep(0.01)
-            except BaseException:
-                client.cancel(list(futures))
-                raise
+                self._collect(client, futures, store, bar)
             finally:
-                flush()
                 client.unsubscribe_topic(topic)
+
+    def _collect(self, client: Client, futures: dict, store: Store, bar: SweepProgress) -> None:
+        """Write results as futures finish (batched), until all are done or cancelled."""
+        pending: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            t_write = time.perf_counter()
+            written = store.write(pending)
+            self.stats["store_s"] += time.perf_counter() - t_write
+            self.stats["points_run"] += len(written)
+            for r in written:
+                bar.job_finished(r["index"], r["status"])
+            pending.clear()
+            bar.refresh()
+
+        done = as_completed(futures, with_results=True, raise_errors=False)
+        oldest = 0.0
+        try:
+            while not done.is_empty() or pending:
+                if self._cancel.is_set():
+                    client.cancel(list(futures))
+                    break
+                batch = done.next_batch(block=False)
+                if batch and not pending:
+                    oldest = time.monotonic()
+                pending.extend(_record(futures.pop(f), result) for f, result in batch)
+                due = len(pending) >= FLUSH_POINTS or time.monotonic() - oldest >= FLUSH_SECONDS
+                if pending and (due or done.is_empty()):
+                    flush()
+                elif not batch:
+                    time.sleep(0.01)
+        except BaseException:
+            client.cancel(list(futures))
+            raise
+        finally:
+            flush()
 
 
 class SweepRun:
