@@ -15,7 +15,7 @@ _LAZY = {
     "Sweep": ("sweep.runner", "Sweep"),
     "run": ("sweep.runner", "run"),
     "open_results": ("sweep.store", "open_results"),
-    "report": ("sweep.report", "report"),
+    "report": ("sweep.reporting", "report"),
     "report_history": ("sweep.store", "report_history"),
     "Recipe": ("sweep.recipe", "Recipe"),
     "local_cluster": ("sweep.cluster", "local_cluster"),
