@@ -22,7 +22,7 @@ install() {
 write_conf() {
     mkdir -p "$DIR"/{state,spool,log}
     local cpus mem
-    cpus=$(nproc)
+    cpus=$(getconf _NPROCESSORS_ONLN)  # not nproc: it honours OMP_NUM_THREADS
     mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
     cat >"$CONF" <<CONF
 ClusterName=sweep

@@ -216,6 +216,10 @@ class Child:
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
+        try:  # anything it forked while dying is still in its process group
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         psutil.wait_procs(tree, timeout=5)
         for fd in (self._req_w, self._rep_r):
             try:

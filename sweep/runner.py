@@ -176,9 +176,10 @@ class Sweep:
         else:
             check_fits(client, k)
         self._check_thread_headroom(client)
-        with Store.open(self.output, self.loaded, force=force, create=False) as store:
-            if store.created:
-                self._store_ready.set()
+        # The store is complete before any job starts: once uncapped jobs have used up the
+        # user's `ulimit -u`, even zarr's I/O threads could not be started any more.
+        with Store.open(self.output, self.loaded, force=force) as store:
+            self._store_ready.set()
             todo = store.todo()
             started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             if todo:
@@ -187,7 +188,6 @@ class Sweep:
                         self._run_on(own, store, todo, progress, on_start)
                 else:
                     self._run_on(client, store, todo, progress, on_start)
-            self._store_ready.set()
             store.set_attrs(sweep_last_run=started, sweep_last_end=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         ds = open_results(self.output)
         self.stats["wall_s"] = time.monotonic() - t0
@@ -257,8 +257,6 @@ class Sweep:
                 ): t
                 for t in tasks
             }
-            store.create()  # a new store's skeleton is written while the first points run
-            self._store_ready.set()
             try:
                 self._collect(client, futures, store, bar)
             finally:
@@ -341,8 +339,8 @@ class SweepRun:
         return bar.snapshot()
 
     def results(self, timeout: float = 60.0) -> Any:
-        """The dataset as stored so far (points not finished read ``pending``); waits for a
-        new store to be created first."""
+        """The dataset as stored so far (points not finished read ``pending``); waits for the
+        sweep to have opened its store first."""
         self.sweep._store_ready.wait(timeout)
         return open_results(self.sweep.output)
 

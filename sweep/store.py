@@ -31,6 +31,10 @@ from typing import Any
 import numpy as np
 
 LOCK_NAME = ".sweep.lock"
+# zarr's I/O thread pool is capped and fills up while the store is opened, before any job
+# runs: once uncapped jobs have used up the user's `ulimit -u`, the client could not start
+# the threads it needs to write results.
+IO_THREADS = 4
 TIME_ATTRS = {"units": "seconds since 1970-01-01", "calendar": "proleptic_gregorian"}
 STATUSES = ("pending", "done", "failed", "timeout", "killed")
 POINTS_PER_CHUNK = 4096
@@ -96,6 +100,7 @@ class Store:
     """An open, locked result store for one sweep. Use :meth:`open` and :meth:`close`."""
 
     def __init__(self, path: Path, lock_fd: int, loaded: Any, fingerprint: str) -> None:
+        _cap_io_threads()
         self.path = path
         self._lock_fd = lock_fd
         self._loaded, self._fingerprint = loaded, fingerprint
@@ -113,12 +118,8 @@ class Store:
         self.group = zarr.open_group(str(self.path), mode="r+")
         self.outputs = json.loads(self.group.attrs.get("sweep_outputs", "{}"))
 
-    @property
-    def created(self) -> bool:
-        return self.group is not None
-
-    def create(self) -> None:
-        """Write the store's skeleton if it does not exist yet (idempotent)."""
+    def _create_once(self) -> None:
+        """Write the store's skeleton if it does not exist yet."""
         if self.group is None:
             _create(self.path, self._loaded, self._fingerprint)
             self._open_group()
@@ -128,13 +129,11 @@ class Store:
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike, loaded: Any, *, force: bool = False, create: bool = True) -> Store:
+    def open(cls, path: str | os.PathLike, loaded: Any, *, force: bool = False) -> Store:
         """Lock ``path`` and open its store for ``loaded`` (a LoadedRecipe), creating it if new.
 
         An existing store made from a different space raises :class:`StoreMismatch`
-        unless ``force``, which deletes it and starts over. With ``create=False`` a new
-        store's skeleton is written only by :meth:`create` (the runner does that while the
-        first points run, and :meth:`todo` already answers "every point").
+        unless ``force``, which deletes it and starts over.
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -153,8 +152,7 @@ class Store:
                         )
                     _clear(path)
             store = cls(path, fd, loaded, fingerprint)
-            if create:
-                store.create()
+            store._create_once()
             return store
         except BaseException:
             os.close(fd)
@@ -177,12 +175,9 @@ class Store:
 
     def todo(self) -> set[tuple[int, ...]]:
         """Indices of points not yet ``done`` (missing, failed, timed out or killed)."""
-        if not self.created:
-            return {tuple(int(i) for i in ix) for ix in np.ndindex(self.shape)}
         return {tuple(int(i) for i in ix) for ix in np.argwhere(self.statuses() != "done")}
 
     def set_attrs(self, **attrs: Any) -> None:
-        self.create()
         self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
 
     # -- writing ------------------------------------------------------------------------
@@ -194,7 +189,6 @@ class Store:
         """
         if not records:
             return []
-        self.create()
         records = [self._checked(r) for r in records]
         for name in self.outputs:
             having = [r for r in records if name in r.get("outputs", {})]
@@ -266,6 +260,31 @@ class Store:
             ds.to_zarr(str(self.path), mode="a", compute=False, consolidated=False, encoding=encoding)
         self.outputs[name] = list(self.dims + tuple(out.dims))
         self.set_attrs(sweep_outputs=self.outputs)
+
+
+def _cap_io_threads() -> None:
+    """Cap zarr's I/O pool at IO_THREADS and start all of them now (see IO_THREADS)."""
+    import threading
+
+    import zarr
+
+    if zarr.config.get("threading.max_workers", None) is None:
+        zarr.config.set({"threading.max_workers": IO_THREADS})
+    try:
+        from zarr.core.sync import _get_executor  # zarr 3's pool; no public handle on it
+    except ImportError:
+        return
+    executor = _get_executor()
+    n = executor._max_workers
+    if len(getattr(executor, "_threads", ())) >= n:
+        return
+    barrier = threading.Barrier(n + 1)
+    for _ in range(n):  # each blocked task forces the pool to start one more thread
+        executor.submit(barrier.wait, 10)
+    try:
+        barrier.wait(10)
+    except threading.BrokenBarrierError:  # the pool was busy: it will grow on demand instead
+        pass
 
 
 def _record_value(record: dict[str, Any], name: str) -> Any:

@@ -112,13 +112,20 @@ def test_child_killed_by_a_signal_reports_it_with_its_output(tmp_path, child):
 
 def test_timeout_kills_the_whole_tree(tmp_path, child):
     f = tmp_path / "slow.py"
+    pidfile = tmp_path / "grandchild.pid"
     f.write_text(
-        "import subprocess, time\ndef slow():\n    subprocess.Popen(['sleep', '60'])\n    time.sleep(60)\n"
+        "import subprocess, time\n"
+        "def slow(pidfile):\n"
+        "    p = subprocess.Popen(['sleep', '60'])\n"
+        "    open(pidfile, 'w').write(str(p.pid))\n"
+        "    time.sleep(60)\n"
     )
-    out = child.run(parse_job(f"{f}:slow"), {}, timeout=1.0)
+    out = child.run(parse_job(f"{f}:slow"), {"pidfile": str(pidfile)}, timeout=1.0)
     assert out.status == "timeout" and "1 s" in out.error
     assert not child.alive()
-    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "60"]]
+    grandchild = int(pidfile.read_text())
+    gone = not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    assert gone, "the job's own subprocess survived the timeout"
 
 
 def test_memory_limit_kills_the_child(tmp_path, child):
