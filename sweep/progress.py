@@ -34,6 +34,7 @@ class SweepProgress:
         self.enabled = enabled
         self.log_every = log_every
         self._last_log = 0.0
+        self._last_line = ""
         self._t0 = time.monotonic()
         self._bar: Progress | None = None
         self._task: Any = None
@@ -107,7 +108,9 @@ class SweepProgress:
             left = self.total - finished
             eta = f", ETA {left / rate:.0f} s" if rate > 0 and left else ""
             line = f"[sweep] {finished}/{self.total}  {self.describe()}  ({rate:.2f} points/s{eta})"
-            print(line, file=sys.stderr, flush=True)
+            if line != self._last_line:
+                print(line, file=sys.stderr, flush=True)
+                self._last_line = line
 
 
 def summary_table(ds: Any, wall_s: float, output: str) -> Table:
