@@ -92,3 +92,10 @@ def test_dashboard_sweep_page_serves_live_point_states(client, tmp_path):
     wait_for(lambda: all(p["status"] == "done" for p in states().values()), timeout=10)
     final = states()
     assert all(p["peak_threads"] > 0 and p["host"] for p in final.values())
+
+
+def test_sweep_report_is_the_function_whatever_was_imported_first():
+    import sweep
+    import sweep.reporting
+
+    assert sweep.report is sweep.reporting.report
