@@ -30,7 +30,7 @@ from sweep.cluster import check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.pool import CorePool, PointTask, run_point
 from sweep.progress import SweepProgress, summary_table
-from sweep.recipe import Recipe
+from sweep.recipe import LoadedRecipe, Recipe
 from sweep.store import Store, open_results
 
 # Results are written in batches: when this many points are waiting, or this many seconds
@@ -67,9 +67,16 @@ class Sweep:
             data["output"] = str(output)
         if isinstance(job, str):
             data["job"] = job
-            self.loaded = Recipe.from_dict(data)
+            self._setup(Recipe.from_dict(data))
         else:
-            self.loaded = Recipe.from_dict(data, job_fn=job)
+            self._setup(Recipe.from_dict(data, job_fn=job))
+
+    def _setup(self, loaded: LoadedRecipe) -> None:
+        self.loaded = loaded
+        self.stats: dict[str, float] = {}
+        self.progress: SweepProgress | None = None  # the running sweep's counts
+        self._cancel = threading.Event()
+        self._store_ready = threading.Event()  # set once run() has opened the store
 
     @classmethod
     def from_yaml(
@@ -80,7 +87,7 @@ class Sweep:
         if output is not None:
             overrides.append(f"output={output}")
         self = cls.__new__(cls)
-        self.loaded = Recipe.load(path, overrides)
+        self._setup(Recipe.load(path, overrides))
         return self
 
     # -- introspection ------------------------------------------------------------------
@@ -167,9 +174,8 @@ class Sweep:
         if not block:
             return self.start(client, force=force, progress=progress, on_start=on_start)
         t0 = time.monotonic()
-        self.stats: dict[str, float] = {"points_run": 0, "store_s": 0.0}
+        self.stats = {"points_run": 0, "store_s": 0.0}
         self._cancel = cancel or threading.Event()
-        self._store_ready = getattr(self, "_store_ready", None) or threading.Event()
         k = self.recipe.resources.threads
         if client is None:
             preflight(self.recipe.cluster, k)
@@ -310,7 +316,6 @@ class SweepRun:
         self._result: Any = None
         self._error: BaseException | None = None
         self._cancel = threading.Event()
-        sweep._store_ready = threading.Event()
         kwargs = {**kwargs, "cancel": self._cancel}
         self._thread = threading.Thread(target=self._main, args=(client, kwargs), daemon=True)
         self._thread.start()
@@ -327,7 +332,7 @@ class SweepRun:
     def progress(self) -> dict[str, Any]:
         """Counts by state (done, failed, running, pending, total) and each running point's
         latest :func:`sweep.report` values, keyed by point index."""
-        bar = getattr(self.sweep, "progress", None)
+        bar = self.sweep.progress
         if bar is None:
             return {
                 "total": len(self.sweep),
