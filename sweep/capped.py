@@ -26,6 +26,7 @@ budget overflow.
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import signal
@@ -318,7 +319,7 @@ class Child:
 
     def _finish(self, outcome: Outcome, t0: float) -> Outcome:
         outcome.finished = time.time()
-        if outcome.wall_s != outcome.wall_s:  # NaN: the child never said
+        if math.isnan(outcome.wall_s):  # the child never said
             outcome.wall_s = time.monotonic() - t0
         return outcome
 

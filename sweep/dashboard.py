@@ -35,7 +35,6 @@ class SweepPage(SchedulerPlugin):
         self.sweeps: dict[str, dict[str, Any]] = {}
 
     async def start(self, scheduler: Any) -> None:
-        self.scheduler = scheduler
         app = getattr(scheduler, "http_application", None)
         if app is not None:
             app.add_handlers(

@@ -19,7 +19,7 @@ import yaml
 from dask.utils import parse_bytes, parse_timedelta
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sweep.job import JobError, JobRef, check_signature, job_parameters, parse_job
+from sweep.job import JobError, JobRef, callable_ref, check_signature, job_parameters, parse_job
 from sweep.space import SPACES, Space, SpaceError, build_space
 
 
@@ -145,7 +145,7 @@ class ClusterSettings(_Model):
 
 AxisValues = dict[str, list[Any]]
 PointList = list[dict[str, Any]]
-Mapping_ = dict[str, Any]
+Options = dict[str, Any]
 
 
 class Params(_Model):
@@ -154,9 +154,9 @@ class Params(_Model):
     grid: AxisValues | None = None
     zip: AxisValues | None = None
     list: PointList | None = None
-    random: Mapping_ | None = None
-    lhs: Mapping_ | None = None
-    fixed: Mapping_ = {}
+    random: Options | None = None
+    lhs: Options | None = None
+    fixed: Options = {}
 
     @model_validator(mode="after")
     def _one_space(self) -> Params:
@@ -284,8 +284,6 @@ class LoadedRecipe:
             )
         try:
             if job_fn is not None:
-                from sweep.job import callable_ref
-
                 self.job: JobRef = callable_ref(job_fn)
                 signature = job_parameters(self.job, job_fn)
             else:

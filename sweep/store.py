@@ -22,7 +22,7 @@ import shutil
 import socket
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -99,33 +99,16 @@ def _chunks(shape: tuple[int, ...], budget: int) -> tuple[int, ...]:
 class Store:
     """An open, locked result store for one sweep. Use :meth:`open` and :meth:`close`."""
 
-    def __init__(self, path: Path, lock_fd: int, loaded: Any, fingerprint: str) -> None:
-        _cap_io_threads()
-        self.path = path
-        self._lock_fd = lock_fd
-        self._loaded, self._fingerprint = loaded, fingerprint
-        self.group: Any = None
-        self._arrays: dict[str, Any] = {}
-        self.dims: tuple[str, ...] = tuple(loaded.space.dims)
-        self.shape: tuple[int, ...] = tuple(loaded.space.shape)
-        self.outputs: dict[str, tuple[str, ...]] = {}
-        if (path / "zarr.json").exists():
-            self._open_group()
-
-    def _open_group(self) -> None:
+    def __init__(self, path: Path, lock_fd: int) -> None:
         import zarr
 
-        self.group = zarr.open_group(str(self.path), mode="r+")
-        self.outputs = json.loads(self.group.attrs.get("sweep_outputs", "{}"))
-
-    def _create_once(self) -> None:
-        """Write the store's skeleton if it does not exist yet."""
-        if self.group is None:
-            _create(self.path, self._loaded, self._fingerprint)
-            self._open_group()
-            import xarray as xr
-
-            xr.backends.list_engines()  # the first call scans entry points (~0.5 s): pay it now
+        self.path = path
+        self._lock_fd = lock_fd
+        self.group = zarr.open_group(str(path), mode="r+")
+        self._arrays: dict[str, Any] = {}
+        self.dims: tuple[str, ...] = tuple(json.loads(self.group.attrs["sweep_dims"]))
+        self.shape: tuple[int, ...] = self.group["status"].shape
+        self.outputs: dict[str, tuple[str, ...]] = json.loads(self.group.attrs.get("sweep_outputs", "{}"))
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -138,6 +121,7 @@ class Store:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         fd = _lock(path)
+        _cap_io_threads()
         try:
             fingerprint = loaded.space.fingerprint()
             if (path / "zarr.json").exists():
@@ -151,9 +135,9 @@ class Store:
                             "or --force to delete it and start over"
                         )
                     _clear(path)
-            store = cls(path, fd, loaded, fingerprint)
-            store._create_once()
-            return store
+            if not (path / "zarr.json").exists():
+                _create(path, loaded, fingerprint)
+            return cls(path, fd)
         except BaseException:
             os.close(fd)
             raise
@@ -181,7 +165,7 @@ class Store:
         self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
 
     # -- writing ------------------------------------------------------------------------
-    def write(self, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    def write(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Write finished points (records from :func:`sweep.pool.run_point`).
 
         A record whose outputs don't fit what the store already holds (another shape or

@@ -8,7 +8,7 @@ import pytest
 
 from sweep.capped import Child, ChildConfig, thread_budget
 from sweep.job import parse_job
-from tests.conftest import JOBS, job
+from tests.conftest import job
 
 CAPPED = ChildConfig(cap=True)
 UNCAPPED = ChildConfig(cap=False)
@@ -152,13 +152,10 @@ def test_bootstrap_imports_no_numpy_before_pinning():
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    assert JOBS.exists()
 
 
 def test_a_job_returning_python_numbers_never_loads_numpy_in_the_child(child):
     ref = parse_job(job("modules_loaded"))
     assert child.run(ref, {}).status == "done"
-    again = child.run(ref, {})
-    assert again.outputs == {"numpy": pytest.approx(0.0), "jax": pytest.approx(0.0)} or (
-        again.outputs["numpy"].values == 0.0 and again.outputs["jax"].values == 0.0
-    )
+    again = child.run(ref, {})  # reports what the first job's result handling imported
+    assert again.outputs["numpy"].values == 0.0 and again.outputs["jax"].values == 0.0

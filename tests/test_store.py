@@ -85,7 +85,3 @@ def test_outputs_that_change_shape_fail_that_point_only(out):
     assert "must keep their shape" in written[1]["error"]
     ds = open_results(out)
     assert ds["status"].values[0, 0] == "done" and ds["status"].values[0, 1] == "failed"
-
-
-def test_status_is_written_last(out):
-    assert list(RECORD_VARS)[-1] == "status"
