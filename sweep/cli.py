@@ -3,17 +3,27 @@
 Exit codes: 0 every point done; 1 the sweep ran but some points are not done; 2 bad input
 (recipe, output in use or made by another recipe, cluster that can't fit the jobs):
 nothing was started and the output was not touched.
+
+SIGPIPE: commands that print and exit (:data:`PRINTING`) die quietly when their reader goes
+away (``sweep status out.zarr | head``). ``submit`` hosts the Dask scheduler and client, whose
+sockets see EPIPE whenever a worker disconnects, so it keeps Python's default (SIGPIPE
+ignored, EPIPE an exception the networking code handles), and a closed stdout or stderr only
+silences its output: the sweep goes on.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import signal
 import sys
 from collections import Counter
 from pathlib import Path
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
+# Commands that print and exit; only these may die by SIGPIPE.
+PRINTING = frozenset({"validate", "status", "results", "doctor"})
 
 
 class UsageError(ValueError):
@@ -60,10 +70,61 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # as a command: die quietly when piped into `head`
+class _PipeSafe(io.TextIOBase):
+    """A text stream that goes quiet, instead of raising, once its reader has gone.
+
+    On the first ``BrokenPipeError`` the file descriptor is pointed at ``/dev/null``, so
+    what is still buffered (and the interpreter's flush at exit) goes nowhere quietly.
+    """
+
+    def __init__(self, stream: io.TextIOBase) -> None:
+        self._stream = stream
+
+    def _closed_pipe(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._closed_pipe()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._closed_pipe()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._stream.encoding
+
+
+def _guard_streams(command: str) -> None:
+    """SIGPIPE for the printing commands; pipe-safe stdout and stderr for the others."""
+    if command in PRINTING:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        return
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    sys.stdout = _PipeSafe(sys.stdout)
+    sys.stderr = _PipeSafe(sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if argv is None:  # as a command, not called from Python
+        _guard_streams(args.command)
     from sweep.cluster import ClusterError
     from sweep.limits import HeadroomError
     from sweep.recipe import RecipeError
@@ -147,6 +208,8 @@ def _open(path: str):
 
 
 def _status(args: argparse.Namespace) -> int:
+    from sweep.store import last_run
+
     ds = _open(args.output)
     status = ds["status"].values.ravel().astype(str)
     counts = Counter(status)
@@ -154,6 +217,7 @@ def _status(args: argparse.Namespace) -> int:
     print(
         f"{args.output}: sweep {ds.attrs.get('sweep_name')} ({ds.attrs.get('sweep_space')}), {total} points"
     )
+    print(f"  {last_run(args.output, ds.attrs)}")
     for name in ("done", "failed", "timeout", "killed", "pending"):
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")

@@ -187,14 +187,18 @@ class Sweep:
         with Store.open(self.output, self.loaded, force=force) as store:
             self._store_ready.set()
             todo = store.todo()
-            started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            if todo:
-                if client is None:
-                    with connect(self.recipe.cluster, k) as own:
-                        self._run_on(own, store, todo, progress, on_start)
-                else:
-                    self._run_on(client, store, todo, progress, on_start)
-            store.set_attrs(sweep_last_run=started, sweep_last_end=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            store.run_started()
+            state = "failed"
+            try:
+                if todo:
+                    if client is None:
+                        with connect(self.recipe.cluster, k) as own:
+                            self._run_on(own, store, todo, progress, on_start)
+                    else:
+                        self._run_on(client, store, todo, progress, on_start)
+                state = "cancelled" if self._cancel.is_set() else "finished"
+            finally:
+                store.run_ended(state)
         ds = open_results(self.output)
         self.stats["wall_s"] = time.monotonic() - t0
         if progress:

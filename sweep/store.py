@@ -161,6 +161,22 @@ class Store:
         """Indices of points not yet ``done`` (missing, failed, timed out or killed)."""
         return {tuple(int(i) for i in ix) for ix in np.argwhere(self.statuses() != "done")}
 
+    def run_started(self) -> None:
+        """Mark the store as being run by this process (``sweep_run_state = running``).
+
+        A run that ends calls :meth:`run_ended`; one whose process dies leaves ``running``
+        behind with the lock released, which :func:`last_run` reports as an abnormal end.
+        """
+        self.set_attrs(
+            sweep_last_run=_now(),
+            sweep_run_state="running",
+            sweep_run_by=f"pid {os.getpid()} on {socket.gethostname()}",
+        )
+
+    def run_ended(self, state: str) -> None:
+        """Record how the run ended: ``finished``, ``cancelled`` or ``failed`` (an exception)."""
+        self.set_attrs(sweep_last_end=_now(), sweep_run_state=state)
+
     def set_attrs(self, **attrs: Any) -> None:
         self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
 
@@ -278,6 +294,45 @@ def _record_value(record: dict[str, Any], name: str) -> Any:
         return json.dumps(record["reports"]) if record.get("reports") else ""
     value = record.get(name, RECORD_VARS[name].fill)
     return RECORD_VARS[name].fill if value is None else value
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def locked(path: Path) -> bool:
+    """Whether a live process holds the store's writer lock right now."""
+    try:
+        fd = os.open(path / LOCK_NAME, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def last_run(path: str | os.PathLike, attrs: Mapping[str, Any]) -> str:
+    """One line on the store's last run, from its attributes and its lock."""
+    state = attrs.get("sweep_run_state")
+    since, by, end = (
+        attrs.get("sweep_last_run", "?"),
+        attrs.get("sweep_run_by", "?"),
+        attrs.get("sweep_last_end"),
+    )
+    if state is None:
+        return "no run recorded"
+    if state == "running" and locked(Path(path)):
+        return f"running now (since {since}, {by})"
+    if state == "running":
+        return (
+            f"the last run (since {since}, {by}) ended abnormally: its process died before it "
+            "could finish (killed, lost its terminal or its machine); `sweep submit` again resumes"
+        )
+    return f"the last run (since {since}, {by}) {state} at {end}"
 
 
 def _lock(path: Path) -> int:

@@ -130,3 +130,15 @@ def reporting(x: float, steps: int = 5, seconds: float = 0.3, hang: bool = False
     while hang:
         time.sleep(1)
     return {"objective": value}
+
+
+def rendezvous(x: int, folder: str, n: int = 2, seconds: float = 1.0, wait: float = 120.0) -> dict:
+    """Leaves a marker ``start-<x>-<child pid>-<worker pid>``, waits until ``n`` markers exist
+    (so ``n`` points run at once, on different workers when each has one core), then sleeps."""
+    with open(os.path.join(folder, f"start-{x}-{os.getpid()}-{os.getppid()}"), "w"):
+        pass
+    deadline = time.monotonic() + wait
+    while len(os.listdir(folder)) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(seconds)
+    return {"value": float(x)}

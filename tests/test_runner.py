@@ -85,7 +85,9 @@ def test_killed_submit_resumes_running_only_the_rest_and_matches_an_uninterrupte
     done_before = before["status"].values == "done"
     assert 2 <= done_before.sum() < 8
     assert main(["status", str(out)]) == 1
-    assert f"done     {done_before.sum()}" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert f"done     {done_before.sum()}" in said
+    assert f"pid {proc.pid}" in said and "ended abnormally" in said
     rerun_at = np.datetime64(time.time_ns(), "ns")
     after = Sweep.from_yaml(recipe).run(client=client, progress=False)
     assert (after["status"] == "done").all()

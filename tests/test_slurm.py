@@ -6,14 +6,16 @@ does); skipped with the reason otherwise.
 
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from sweep import Sweep
+from sweep import Sweep, open_results
 from tests.conftest import JOBS, ROOT
 
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
@@ -103,3 +105,102 @@ def test_scancel_of_the_worker_job_mid_sweep_is_survived(slurm, tmp_path):
     assert (ds["status"] == "done").all(), ds["error"].values
     jobs = set(ds["batch_job"].values.tolist())
     assert jobs - {first}, f"no replacement job ran points: {jobs}"
+
+
+def cli_recipe(tmp_path, markers: Path, points: int, seconds: float) -> Path:
+    """A recipe run through `sweep submit` with the overrides a new user would type."""
+    import yaml
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "name": "twojobs",
+                "job": f"{JOBS}:rendezvous",
+                "params": {
+                    "grid": {"x": list(range(points))},
+                    "fixed": {"folder": str(markers), "seconds": seconds},
+                },
+                "output": str(tmp_path / "out.zarr"),
+            }
+        )
+    )
+    return recipe
+
+
+TWO_JOBS = [
+    "--set", "cluster.kind=slurm", "--set", "cluster.cores=1", "--set", "cluster.memory=1GiB",
+    "--set", "cluster.jobs=2", "--set", "cluster.interface=lo", "--set", "cluster.dashboard=127.0.0.1:0",
+]  # fmt: skip
+
+
+def submit(recipe: Path, tmp_path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress", *TWO_JOBS,
+         "--set", f"cluster.shared_temp_directory={tmp_path / 'tls'}",
+         "--set", f"cluster.log_directory={tmp_path / 'logs'}", *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def test_cli_sweep_on_two_batch_jobs_survives_closed_worker_connections(slurm, tmp_path):
+    """Found: `sweep submit` died by SIGPIPE (rc 141, nothing stored) when a worker's TLS
+    connection closed under the scheduler it hosts."""
+    markers = tmp_path / "m"
+    markers.mkdir()
+    proc = submit(cli_recipe(tmp_path, markers, points=4, seconds=0.5), tmp_path)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    ds = open_results(tmp_path / "out.zarr")
+    assert (ds["status"] == "done").all(), ds["error"].values
+    jobs = set(ds["batch_job"].values.tolist())
+    assert len(jobs) == 2 and all(j.isdigit() for j in jobs), jobs
+    assert not squeue(), "the batch jobs should end with the sweep"
+
+
+def test_cli_sweep_survives_a_worker_killed_mid_sweep(slurm, tmp_path):
+    markers = tmp_path / "m"
+    markers.mkdir()
+    proc = submit(cli_recipe(tmp_path, markers, points=6, seconds=3.0), tmp_path)
+    deadline = time.monotonic() + 120
+    while len(list(markers.iterdir())) < 2:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the two points never ran together"
+        time.sleep(0.1)
+    worker_pid = int(sorted(markers.iterdir())[0].name.split("-")[3])
+    os.kill(worker_pid, signal.SIGKILL)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    ds = open_results(tmp_path / "out.zarr")
+    assert (ds["status"] == "done").all(), ds["error"].values
+
+
+def test_killed_driver_ends_its_batch_jobs_and_a_rerun_resumes(slurm, tmp_path):
+    markers = tmp_path / "m"
+    markers.mkdir()
+    recipe = cli_recipe(tmp_path, markers, points=8, seconds=2.0)
+    proc = submit(recipe, tmp_path, "--set", f"cluster.death_timeout={DEATH_TIMEOUT_S}")
+    out = tmp_path / "out.zarr"
+    deadline = time.monotonic() + 180
+    while len(list(markers.iterdir())) < 2:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no point started"
+        time.sleep(0.2)
+    proc.kill()
+    proc.communicate()
+    killed_at = time.monotonic()
+    while squeue():
+        assert time.monotonic() - killed_at < DEATH_TIMEOUT_S + 30, f"batch jobs still there: {squeue()}"
+        time.sleep(1)
+    status = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "status", str(out)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert status.returncode == 1
+    assert "ended abnormally" in status.stdout, status.stdout
+    rerun = submit(recipe, tmp_path)
+    output, _ = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, output
+    assert (open_results(out)["status"] == "done").all()
+
+
+DEATH_TIMEOUT_S = 15
