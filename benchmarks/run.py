@@ -28,7 +28,7 @@ import jobs  # noqa: E402  (benchmarks/jobs.py)
 from distributed import Client, LocalCluster  # noqa: E402
 
 from sweep import Sweep  # noqa: E402
-from sweep.capped import Child, ChildConfig  # noqa: E402
+from sweep.child import Child, ChildConfig  # noqa: E402
 from sweep.cluster import local_cluster, local_cores  # noqa: E402
 from sweep.job import JobRef  # noqa: E402
 

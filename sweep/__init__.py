@@ -7,22 +7,44 @@ other library that sizes thread pools at import. The public names load on first 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what editors and type checkers see; at run time the names load lazily
+    from sweep.cluster import local_cluster
+    from sweep.errors import SweepError
+    from sweep.recipe import Recipe, RecipeError
+    from sweep.reporting import report
+    from sweep.results import open_results, report_history
+    from sweep.runner import Sweep, SweepRun, run
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "Sweep": ("sweep.runner", "Sweep"),
+    "SweepRun": ("sweep.runner", "SweepRun"),
+    "SweepError": ("sweep.errors", "SweepError"),
     "run": ("sweep.runner", "run"),
-    "open_results": ("sweep.store", "open_results"),
+    "open_results": ("sweep.results", "open_results"),
     "report": ("sweep.reporting", "report"),
-    "report_history": ("sweep.store", "report_history"),
+    "report_history": ("sweep.results", "report_history"),
     "Recipe": ("sweep.recipe", "Recipe"),
     "local_cluster": ("sweep.cluster", "local_cluster"),
     "RecipeError": ("sweep.recipe", "RecipeError"),
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "Recipe",
+    "RecipeError",
+    "Sweep",
+    "SweepError",
+    "SweepRun",
+    "__version__",
+    "local_cluster",
+    "open_results",
+    "report",
+    "report_history",
+    "run",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -2,7 +2,7 @@
 
 The first thing this module does, before any third-party import, is pin the process to
 CORES (``os.sched_setaffinity``) so that every thread pool numpy, OpenBLAS and XLA size
-from the visible CPUs is sized to the lease (see jax-threads.md). It then asks the kernel
+from the visible CPUs is sized to the lease (see docs/threads.md). It then asks the kernel
 to SIGKILL it if the spawning thread dies (``PR_SET_PDEATHSIG``), so no child outlives its
 worker, and serves requests from the parent over two pipes until told to exit or the pipe
 closes. Everything above the pinning uses the standard library only; keep it that way.
@@ -38,9 +38,9 @@ def main(argv: list[str]) -> int:
     preloaded = sorted(m for m in ("numpy", "jax", "jaxlib") if m in sys.modules)
     if preloaded:
         print(f"sweep: {preloaded} imported before pinning (a .pth file?)", file=sys.stderr)
-    from sweep import _serve  # stdlib-only at import; numpy loads lazily per job
+    from sweep import _child_loop  # stdlib-only at import; numpy loads lazily per job
 
-    return _serve.serve(int(fd_in), int(fd_out))
+    return _child_loop.serve(int(fd_in), int(fd_out))
 
 
 if __name__ == "__main__":

@@ -15,23 +15,31 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import os
 import signal
 import sys
+import warnings
 from collections import Counter
 from pathlib import Path
+from typing import TextIO
+
+from sweep.errors import SweepError, UsageError
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
 # Commands that print and exit; only these may die by SIGPIPE.
 PRINTING = frozenset({"validate", "status", "results", "doctor"})
 
 
-class UsageError(ValueError):
-    """A command-line argument that can't work (a store that isn't one, an export format)."""
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sweep", description="Thread-capped JAX parameter sweeps on Dask.")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log children spawned, recycled and killed, retries and resubmitted jobs; -vv: debug",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def recipe_args(q: argparse.ArgumentParser) -> None:
@@ -77,7 +85,7 @@ class _PipeSafe(io.TextIOBase):
     what is still buffered (and the interpreter's flush at exit) goes nowhere quietly.
     """
 
-    def __init__(self, stream: io.TextIOBase) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def _closed_pipe(self) -> None:
@@ -125,11 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if argv is None:  # as a command, not called from Python
         _guard_streams(args.command)
-    from sweep.cluster import ClusterError
-    from sweep.limits import HeadroomError
-    from sweep.recipe import RecipeError
-    from sweep.store import StoreLocked, StoreMismatch
-
+    _setup_logging(args.verbose)
     try:
         commands = {
             "submit": _submit,
@@ -139,9 +143,20 @@ def main(argv: list[str] | None = None) -> int:
             "doctor": _doctor,
         }
         return commands[args.command](args)
-    except (RecipeError, StoreLocked, StoreMismatch, ClusterError, HeadroomError, UsageError) as exc:
+    except SweepError as exc:
         print(f"sweep {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _setup_logging(verbose: int) -> None:
+    """Warnings as ``sweep: warning: ...`` lines; ``-v`` shows sweep's log on stderr."""
+    warnings.formatwarning = lambda message, category, *_a, **_k: f"sweep: warning: {message}\n"
+    if verbose:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+        logger = logging.getLogger("sweep")
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
 
 
 def _load(args: argparse.Namespace):
@@ -199,7 +214,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _open(path: str):
-    from sweep.store import open_results
+    from sweep.results import open_results
 
     try:
         return open_results(Path(path))
@@ -208,6 +223,7 @@ def _open(path: str):
 
 
 def _status(args: argparse.Namespace) -> int:
+    from sweep.protocol import NOT_DONE
     from sweep.store import last_run
 
     ds = _open(args.output)
@@ -218,14 +234,14 @@ def _status(args: argparse.Namespace) -> int:
         f"{args.output}: sweep {ds.attrs.get('sweep_name')} ({ds.attrs.get('sweep_space')}), {total} points"
     )
     print(f"  {last_run(args.output, ds.attrs)}")
-    for name in ("done", "failed", "timeout", "killed", "pending"):
+    for name in ("done", *NOT_DONE, "pending"):
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")
     errors = ds["error"].values.ravel().astype(str)
     ids = ds["point_id"].values.ravel().astype(str)
     shown = 0
     for pid, st, err in zip(ids, status, errors):
-        if st not in ("done", "pending") and shown < 10:
+        if st in NOT_DONE and shown < 10:
             print(f"  {st} {pid}: {_headline(err)}")
             shown += 1
     over = (ds["peak_threads"] > ds["thread_budget"]) & (ds["thread_budget"] > 0)
@@ -241,14 +257,11 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _headline(error: str) -> str:
-    """One line of an error: a traceback's exception line, else the first line."""
+    """One line of an error: a traceback's exception line, else its first line."""
     lines = error.strip().splitlines()
     if not lines:
         return ""
-    if lines[0].startswith("Traceback"):
-        tail = error.split("; last lines of its output", 1)[0].strip().splitlines()
-        return tail[-1]
-    return lines[0]
+    return lines[-1] if lines[0].startswith("Traceback") else lines[0]
 
 
 def _results(args: argparse.Namespace) -> int:

@@ -28,12 +28,14 @@ from typing import Any
 from distributed import Client, LocalCluster
 
 from sweep import jobqueue
+from sweep.errors import SweepError, SweepWarning
 from sweep.recipe import ClusterSettings
 
 RESUBMIT_S = 5.0
+log = logging.getLogger(__name__)
 
 
-class ClusterError(RuntimeError):
+class ClusterError(SweepError, RuntimeError):
     """The cluster can't run this sweep; the message says why and what to change."""
 
 
@@ -67,7 +69,7 @@ def preflight(settings: ClusterSettings, threads: int) -> None:
             raise ClusterError(f"cluster.threads={n} but this process may use {local_cores()} CPUs; lower it")
         where = "the local worker"
     elif settings.kind in jobqueue.CLASSES:
-        n, where = settings.cores, f"a {settings.kind} job (cluster.cores)"
+        n, where = settings.cores or 0, f"a {settings.kind} job (cluster.cores)"
     else:
         return
     if threads > n:
@@ -98,6 +100,7 @@ def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
         warnings.warn(
             "cluster.security is false: the scheduler accepts unauthenticated connections, and "
             "anyone who can reach it can run code as you",
+            SweepWarning,
             stacklevel=2,
         )
         security = None
@@ -139,6 +142,9 @@ def _resubmit_lost_jobs(cluster: Any, stop: threading.Event, every: float = RESU
     """
     while not stop.wait(every):
         if cluster.status.name == "running":
+            missing = len(cluster.worker_spec) - len(cluster.workers)
+            if missing > 0:
+                log.info("resubmitting %d lost batch job(s)", missing)
             cluster.scale(len(cluster.worker_spec))
 
 
@@ -157,7 +163,7 @@ def plan_text(settings: ClusterSettings, threads: int, points: int) -> str:
         if settings.adapt
         else f"{settings.jobs} batch jobs"
     )
-    per = settings.cores // threads
+    per = (settings.cores or 0) // threads
     return (
         f"{settings.kind}: {jobs}, each 1 worker with {settings.cores} threads and {settings.memory} "
         f"(resources threads={settings.cores}); {per} points of {threads} cores per worker at a time; "
@@ -202,6 +208,6 @@ def check_fits(client: Client, threads: int) -> None:
     offers = [w["resources"].get("threads", 0) for w in client.scheduler_info()["workers"].values()]
     if offers and max(offers) < threads:
         raise ClusterError(
-            f"no worker of {client.scheduler.address} offers threads={threads} (largest: "
+            f"no worker of {client.scheduler_info()['address']} offers threads={threads} (largest: "
             f"{max(offers)}); lower resources.threads or start workers with --resources threads=N"
         )

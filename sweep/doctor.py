@@ -4,7 +4,7 @@ Measures, on this node: the CPUs and this process's affinity, the cgroup's cpuse
 and pids limit when there is one, ``ulimit -u`` and the threads the user holds now, and the
 peak threads of an uncapped JAX child and of capped children with k = 1 and 2 cores (real
 children running :func:`sweep.probe.jax_grad`). From these: the threads an uncapped child
-would hold on a node of this size (jax-threads.md), and how many concurrent k-core jobs fit
+would hold on a node of this size (docs/threads.md), and how many concurrent k-core jobs fit
 under ``ulimit -u`` capped and uncapped.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import limits
-from sweep.capped import Child, ChildConfig, thread_budget
+from sweep.child import Child, ChildConfig, Limits, thread_budget
 from sweep.job import JobRef
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -53,7 +53,7 @@ def measure(cores: tuple[int, ...], cap: bool) -> int:
     """Peak threads of a fresh child on ``cores`` running the JAX probe."""
     child = Child(cores, ChildConfig(cap=cap, compile_cache=None))
     try:
-        outcome = child.run(JobRef("module", "sweep.probe", "jax_grad"), {}, timeout=300)
+        outcome = child.run(JobRef("module", "sweep.probe", "jax_grad"), {}, limits=Limits(timeout=300))
     finally:
         child.kill()
     if outcome.status != "done":

@@ -12,15 +12,16 @@ import importlib.util
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from sweep.errors import SweepError
 
 _LOADED: dict[tuple, Callable] = {}
 
 
-class JobError(ValueError):
+class JobError(SweepError, ValueError):
     """A job reference or signature that can't work; the message says what and how to fix."""
 
 
@@ -62,6 +63,8 @@ class JobRef:
                 sys.path.insert(0, folder)
             name = "sweep_job_" + Path(self.target).stem
             spec = importlib.util.spec_from_file_location(name, self.target)
+            if spec is None or spec.loader is None:
+                raise JobError(f"{self.target}: not a Python file that can be imported")
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
@@ -91,7 +94,7 @@ def parse_job(spec: str, base: Path | None = None) -> JobRef:
         if not path.is_file():
             raise JobError(f"job file {str(path)!r} not found (paths are relative to the recipe)")
         ref = JobRef("file", str(path), function)
-        source = path
+        source: Path | None = path
     else:
         try:
             found = importlib.util.find_spec(target)
@@ -106,7 +109,7 @@ def parse_job(spec: str, base: Path | None = None) -> JobRef:
     return ref
 
 
-def _find_def(source: Path, function: str, spec: str) -> ast.FunctionDef | None:
+def _find_def(source: Path, function: str, spec: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     tree = ast.parse(source.read_text(), filename=str(source))
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
@@ -117,7 +120,7 @@ def _find_def(source: Path, function: str, spec: str) -> ast.FunctionDef | None:
     raise JobError(f"job {spec!r}: no function {function!r} in {source} (it defines {defined})")
 
 
-def _bound_names(node: ast.AST) -> set[str]:
+def _bound_names(node: ast.Assign | ast.ImportFrom) -> set[str]:
     if isinstance(node, ast.ImportFrom):
         return {a.asname or a.name for a in node.names}
     return {t.id for t in node.targets if isinstance(t, ast.Name)}
@@ -203,61 +206,3 @@ def callable_ref(fn: Callable) -> JobRef:
     import cloudpickle
 
     return JobRef("pickle", "<callable>", qualname or repr(fn), cloudpickle.dumps(fn))
-
-
-# ---- outputs --------------------------------------------------------------------------
-
-
-@dataclass
-class Output:
-    """One named job output: values (a numpy array or a Python number), dim names, dim coords."""
-
-    values: Any
-    dims: tuple[str, ...]
-    coords: dict[str, Any] = field(default_factory=dict)
-
-
-def normalize_outputs(raw: Any) -> dict[str, Output]:
-    """Turn what a job returned into ``{name: Output}`` (numpy only, picklable).
-
-    Accepts a mapping of name -> scalar / numpy or JAX array / ``xarray.DataArray``, an
-    ``xarray.Dataset``, or a single scalar or array (stored as ``result``). Unnamed array
-    dims are called ``<name>_dim_<i>``; a DataArray keeps its dims and dim coordinates.
-    Plain Python numbers stay Python numbers, so a job that returns only those never makes
-    the child import numpy (nor start its BLAS threads).
-    """
-    if _is_xarray(raw, "Dataset"):
-        raw = {name: raw[name] for name in raw.data_vars}
-    elif not isinstance(raw, Mapping):
-        raw = {"result": raw}
-    outputs = {}
-    for name, value in raw.items():
-        if not isinstance(name, str) or not name.isidentifier():
-            raise TypeError(f"output name {name!r} must be a string identifier")
-        if type(value) in (bool, int, float, complex):
-            outputs[name] = Output(value, ())
-            continue
-        import numpy as np
-
-        if _is_xarray(value, "DataArray"):
-            coords = {d: np.asarray(value[d].values) for d in value.dims if d in value.coords}
-            outputs[name] = Output(np.asarray(value.values), tuple(map(str, value.dims)), coords)
-            continue
-        if isinstance(value, str | bytes):
-            raise TypeError(f"output {name!r} is a string; return numbers or arrays")
-        try:
-            array = np.asarray(value)
-        except Exception as exc:
-            raise TypeError(f"output {name!r} of type {type(value).__name__} is not array-like") from exc
-        if array.dtype.kind not in "biufc":
-            raise TypeError(
-                f"output {name!r} has unsupported type {type(value).__name__} "
-                f"(dtype {array.dtype}); return scalars, arrays, xarray.DataArray or Dataset"
-            )
-        dims = tuple(f"{name}_dim_{i}" for i in range(array.ndim))
-        outputs[name] = Output(array, dims)
-    return outputs
-
-
-def _is_xarray(value: Any, cls: str) -> bool:
-    return type(value).__module__.startswith("xarray") and type(value).__name__ == cls

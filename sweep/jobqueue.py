@@ -8,8 +8,9 @@ itself (one worker process per job, its resources, TLS, the dashboard) are not a
 
 from __future__ import annotations
 
-import inspect
 from functools import cache
+
+from sweep import _compat
 
 CLASSES = {
     "slurm": "SLURMCluster",
@@ -39,10 +40,4 @@ def cluster_class(kind: str) -> type:
 @cache
 def options(kind: str) -> frozenset[str]:
     """The dask-jobqueue keyword arguments a recipe may give for ``kind``."""
-    from dask_jobqueue.core import Job, JobQueueCluster
-
-    cls = cluster_class(kind)
-    names = set()
-    for fn in (cls.job_cls.__init__, Job.__init__, JobQueueCluster.__init__):
-        names |= set(inspect.signature(fn).parameters)
-    return frozenset(names - RESERVED)
+    return _compat.jobqueue_parameters(cluster_class(kind)) - RESERVED

@@ -1,7 +1,7 @@
 """Thread arithmetic: what a sweep will hold, and whether ``ulimit -u`` leaves room for it.
 
 ``RLIMIT_NPROC`` (``ulimit -u``) counts every thread of every process of the user, and a
-``pthread_create`` past it aborts a JAX process (jax-threads.md). Before a sweep starts,
+``pthread_create`` past it aborts a JAX process (docs/threads.md). Before a sweep starts,
 :func:`check_headroom` compares the plan (concurrent jobs on this node times the per-job
 thread count, plus the Dask processes) with the limit minus the threads the user already
 holds. Root is exempt from the limit, so nothing is checked for root.
@@ -15,19 +15,21 @@ from dataclasses import dataclass
 
 import psutil
 
+from sweep.errors import SweepError
+
 # Dask's own threads on a node: nanny, worker (event loop, offload, profiling) and, for the
 # local cluster, the client and scheduler. Measured 12 plus one per task thread; rounded up.
 DASK_THREADS = 24
 
 
-class HeadroomError(RuntimeError):
+class HeadroomError(SweepError, RuntimeError):
     """The plan holds more threads than ``ulimit -u`` allows; the message has the numbers."""
 
 
 def uncapped_threads(cpus: int) -> int:
     """Threads of an uncapped JAX child that compiled and used ``jax.random`` on ``cpus`` CPUs.
 
-    jax-threads.md: 1 main + OpenBLAS min(A,64)-1 + 2 PjRt pools of A + 8 compiler threads
+    docs/threads.md: 1 main + OpenBLAS min(A,64)-1 + 2 PjRt pools of A + 8 compiler threads
     + min(32,A) codegen + 1 alarm + A foreach (A = CPUs visible); LLVM workers, up to A more,
     come on top for larger compiles. Matches the measured 21 / 94 / 302 / 878 threads at
     A = 2 / 16 / 64 / 256 within a few threads.

@@ -3,7 +3,7 @@
 :class:`CorePool` is a ``distributed.WorkerPlugin``. It owns the CPUs in the worker
 process's affinity mask (on a batch node: the cores the batch system gave the job, not the
 whole node) and leases ``k`` of them to each running point, disjoint from every other lease
-on that worker. Each lease comes with a warm :class:`~sweep.capped.Child` pinned to exactly
+on that worker. Each lease comes with a warm :class:`~sweep.child.Child` pinned to exactly
 those cores; when the point ends the child goes back to an idle list keyed by its cores and
 config, and the next point that can take the same cores reuses it (no new ``import jax``).
 
@@ -16,20 +16,26 @@ worker process and never outlive it, even when it is SIGKILLed.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from distributed import WorkerPlugin, get_worker
 
-from sweep.capped import Child, ChildConfig, ChildDied, Outcome
-from sweep.job import JobRef
+from sweep import _compat, events
+from sweep.child import Child, ChildConfig, ChildDied
 from sweep.jobqueue import JOB_ID_VARS
+from sweep.plan import PointTask
+from sweep.protocol import PointRecord
+
+log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "sweep-core-pool"
 
@@ -46,10 +52,18 @@ class CorePool(WorkerPlugin):
     name = PLUGIN_NAME
     idempotent = True
 
+    def __init__(self, log_level: int = logging.WARNING) -> None:
+        self.log_level = log_level
+
     def setup(self, worker: Any = None) -> None:
-        """Claim the cores; all state is made here so the plugin itself pickles."""
+        """Claim the cores; all state is made here so the plugin itself pickles.
+
+        With ``log_level`` below WARNING (the client's ``sweep -v``), this worker's
+        ``sweep`` loggers write to its stderr (a batch job's log file on a cluster).
+        """
+        _log_to_stderr(self.log_level)
         cores = tuple(sorted(os.sched_getaffinity(0)))
-        wanted = getattr(getattr(worker, "state", None), "total_resources", {}).get("threads")
+        wanted = _compat.worker_resources(worker).get("threads") if worker is not None else None
         self.cores = cores[: int(wanted)] if wanted else cores
         self._free: set[int] = set(self.cores)
         self._idle: list[Child] = []
@@ -118,9 +132,13 @@ class CorePool(WorkerPlugin):
             and (max_rss is None or child.rss() <= max_rss)
         )
         if child is not None and not keep:
+            log.info(
+                "recycling child pid %d after %d jobs (alive=%s, rss=%d)",
+                child.pid, child.jobs_run, child.alive(), child.rss(),
+            )  # fmt: skip
             child.close()
         with self._cond:
-            if keep:
+            if keep and child is not None:
                 self._idle.append(child)
             self._free |= set(cores)
             self._cond.notify_all()
@@ -129,77 +147,71 @@ class CorePool(WorkerPlugin):
     def of_this_worker(cls) -> CorePool:
         """The pool registered on the current worker (installed on first use if missing)."""
         worker = get_worker()
-        pool = worker.plugins.get(PLUGIN_NAME)
+        pool = _compat.worker_plugin(worker, PLUGIN_NAME)
         if pool is None:
-            pool = cls()
-            pool.setup(worker)
-            worker.plugins[PLUGIN_NAME] = pool
+            log.info("core pool not registered on %s; installing it", worker.address)
+            _compat.install_worker_plugin(worker, cls(), PLUGIN_NAME)
+            pool = _compat.worker_plugin(worker, PLUGIN_NAME)
         return pool
 
 
-@dataclass
-class PointTask:
-    """Everything a worker needs to run one point; small and picklable."""
-
-    sweep: str
-    index: tuple[int, ...]
-    job: JobRef
-    kwargs: Mapping[str, Any]
-    threads: int = 1
-    timeout: float | None = None
-    memory: int | None = None
-    retries: int = 0
-    thread_budget: int = 15
-    kill_over_budget: bool = False
-    config: ChildConfig = field(default_factory=ChildConfig)
-    max_jobs: int = 500
-    max_rss: int | None = None
+def _log_to_stderr(level: int) -> None:
+    root = logging.getLogger("sweep")
+    if level >= logging.WARNING or root.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s [%(process)d]: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)
 
 
-def run_point(task: PointTask) -> dict[str, Any]:
+def run_point(task: PointTask) -> PointRecord:
     """Run one point in a leased, capped child, retrying up to ``task.retries`` times.
 
-    Returns a record (status, outputs, error, measurements, attempts, host); a job's
-    failure is a record, never an exception, so Dask retries only lost workers.
+    Returns the point's record (status, outputs, error, measurements, attempts, host); a
+    job's failure is a record, never an exception, so Dask retries only lost workers.
     """
     worker = get_worker()
     pool = CorePool.of_this_worker()
-    topic, host = f"sweep-{task.sweep}", socket.gethostname()
-    worker.log_event(topic, {"event": "start", "index": task.index, "host": host})
-    outcome = Outcome("failed")
+    host = socket.gethostname()
+    say = partial(worker.log_event, events.topic(task.sweep))
+    say(events.to_msg(events.PointStarted(task.index, host)))
     reports: list[dict[str, Any]] = []
-    attempts = 0
-    while attempts <= task.retries:
-        attempts += 1
-
-        def forward(report: dict[str, Any], attempt: int = attempts) -> None:
-            report["attempt"] = attempt
-            reports.append(report)
-            worker.log_event(topic, {"event": "report", "index": task.index, **report})
-
-        try:
-            with pool.lease(task.threads, task.config, task.max_jobs, task.max_rss) as child:
-                outcome = child.run(
-                    task.job,
-                    task.kwargs,
-                    timeout=task.timeout,
-                    memory=task.memory,
-                    max_threads=task.thread_budget if task.kill_over_budget else None,
-                    on_report=forward,
-                )
-        except ChildDied as exc:
-            outcome = Outcome("failed", error=f"child could not start: {exc}")
-        if outcome.status == "done":
+    record = PointRecord(task.index)
+    for attempt in range(1, task.retries + 2):
+        if attempt > 1:
+            log.info(
+                "point %s: attempt %d after %s (%s)", task.index, attempt, record.status, record.error[:80]
+            )
+        record = _attempt(
+            pool,
+            task,
+            attempt,
+            lambda r, a=attempt: say(events.to_msg(events.PointReported.of(task.index, r, a))),
+        )
+        reports.extend(record.reports)
+        if record.status == "done":
             break
-    record = dict(vars(outcome))
-    record.update(
+    record = replace(
+        record,
         index=task.index,
-        attempts=attempts,
+        attempts=attempt,
         host=host,
         batch_job=next((os.environ[v] for v in JOB_ID_VARS if os.environ.get(v)), ""),
         thread_budget=task.thread_budget,
         reports=reports,
     )
-    summary = {k: record[k] for k in ("status", "host", "peak_threads", "wall_s", "attempts")}
-    worker.log_event(topic, {"event": "end", "index": task.index, "cores": list(outcome.cores), **summary})
+    end = events.PointEnded(
+        task.index, record.status, host, record.cores, record.peak_threads, record.wall_s, attempt
+    )
+    say(events.to_msg(end))
     return record
+
+
+def _attempt(pool: CorePool, task: PointTask, attempt: int, on_report: Any) -> PointRecord:
+    """One attempt at a point in a leased child; a child that can't start fails the attempt."""
+    try:
+        with pool.lease(task.threads, task.config, task.max_jobs, task.max_rss) as child:
+            return child.run(task.job, task.kwargs, limits=task.limits, attempt=attempt, on_report=on_report)
+    except ChildDied as exc:
+        return PointRecord(task.index, error=f"child could not start: {exc}", output_tail=exc.output_tail)

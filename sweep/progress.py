@@ -11,6 +11,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from sweep import events
+from sweep.protocol import NOT_DONE, PointRecord
+
 
 class SweepProgress:
     """Counts points by state and shows them.
@@ -26,9 +29,9 @@ class SweepProgress:
         self.total = total
         self.counts: Counter[str] = Counter(done=already_done)
         self._done_before = already_done
-        self.started: set[tuple] = set()
-        self.latest: dict[tuple, dict[str, Any]] = {}
-        self.finished: set[tuple] = set()
+        self.started: set[tuple[int, ...]] = set()
+        self.latest: dict[tuple[int, ...], dict[str, Any]] = {}
+        self.finished: set[tuple[int, ...]] = set()
         self.console = Console(file=sys.stderr)
         self.live = enabled and (self.console.is_terminal or self.console.is_jupyter)
         self.enabled = enabled
@@ -47,8 +50,13 @@ class SweepProgress:
     def pending(self) -> int:
         return self.total - sum(self.counts.values()) - self.running
 
+    @property
+    def not_done(self) -> int:
+        """Points that ended without being done (failed, timed out, killed)."""
+        return sum(self.counts[s] for s in NOT_DONE)
+
     def describe(self) -> str:
-        bad = sum(v for k, v in self.counts.items() if k != "done")
+        bad = self.not_done
         done, pending = self.counts["done"], max(0, self.pending)
         return f"done {done}  failed {bad}  running {self.running}  pending {pending}"
 
@@ -72,17 +80,16 @@ class SweepProgress:
         if self._bar is not None:
             self._bar.stop()
 
-    def on_event(self, msg: dict[str, Any]) -> None:
-        """A worker's event for this sweep (start / report / end of a point)."""
-        index = tuple(msg.get("index", ()))
-        if msg.get("event") == "start":
-            self.started.add(index)
-        elif msg.get("event") == "report":
-            self.latest[index] = {k: v for k, v in msg.items() if k not in ("event", "index", "worker")}
+    def on_event(self, event: events.Event | None) -> None:
+        """A worker's event for this sweep (a point started, or reported values)."""
+        if isinstance(event, events.PointStarted):
+            self.started.add(event.index)
+        elif isinstance(event, events.PointReported):
+            self.latest[event.index] = event.latest
 
     def snapshot(self) -> dict[str, Any]:
         """Counts by state and the latest reported values of the points that reported."""
-        bad = sum(v for k, v in self.counts.items() if k != "done")
+        bad = self.not_done
         return {
             "total": self.total,
             "done": self.counts["done"],
@@ -92,9 +99,12 @@ class SweepProgress:
             "latest": dict(self.latest),
         }
 
-    def job_finished(self, index: tuple, status: str) -> None:
-        self.finished.add(tuple(index))
-        self.counts[status] += 1
+    def points_written(self, records: list[PointRecord]) -> None:
+        """Count points once they are in the store, then refresh the display."""
+        for r in records:
+            self.finished.add(r.index)
+            self.counts[r.status] += 1
+        self.refresh()
 
     def refresh(self, force: bool = False) -> None:
         if not self.enabled:

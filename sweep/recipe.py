@@ -19,11 +19,12 @@ import yaml
 from dask.utils import parse_bytes, parse_timedelta
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sweep.errors import SweepError
 from sweep.job import JobError, JobRef, callable_ref, check_signature, job_parameters, parse_job
 from sweep.space import SPACES, Space, SpaceError, build_space
 
 
-class RecipeError(ValueError):
+class RecipeError(SweepError, ValueError):
     """An invalid recipe. ``str()`` is one line per problem: ``where: key: what; fix``."""
 
 
@@ -248,7 +249,7 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
     return model
 
 
-def _describe(source: str, err: dict) -> str:
+def _describe(source: str, err: Any) -> str:
     loc = tuple(p for p in err["loc"] if not isinstance(p, str) or not p.startswith("function-"))
     where = ".".join(str(p) for p in loc) or "(top level)"
     msg = err["msg"].removeprefix("Value error, ")

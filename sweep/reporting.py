@@ -15,14 +15,13 @@ from typing import Any
 
 def report(step: int | None = None, **values: Any) -> None:
     """Report named scalar values (floats, or anything ``float()`` takes) at ``step``."""
-    from sweep import _serve
+    from sweep import _child_loop
+    from sweep.protocol import Report
 
-    if _serve.REPORT_FD is None:
-        return
-    clean: dict[str, Any] = {"step": None if step is None else int(step), "time": time.time()}
+    clean: dict[str, float] = {}
     for name, value in values.items():
         try:
             clean[name] = float(value)
         except (TypeError, ValueError):
             raise TypeError(f"sweep.report({name}=...) takes numbers, got {type(value).__name__}") from None
-    _serve.send(_serve.REPORT_FD, {"report": clean})
+    _child_loop.report(Report(clean, None if step is None else int(step), time.time()))

@@ -4,40 +4,41 @@
 
     s = sweep.Sweep(job=optimize, params={"grid": {"beta": [2, 8], "seed": [0, 1]}})
     ds = s.run()                      # starts a LocalCluster, or run(client=...) on yours
+    run = s.start(client=client)      # the same in the background: a SweepRun handle
 
 The client is the only writer of the store. Each point is one Dask task
-(:func:`sweep.pool.run_point`) submitted with ``resources={"threads": k}`` under a key
-that names the sweep and the point; results are written in the order they finish, so an
+(:func:`sweep.pool.run_point`, planned by :mod:`sweep.plan`) submitted with
+``resources={"threads": k}``; its :class:`~sweep.protocol.PointRecord` comes back and is
+written by a :class:`~sweep.writer.ResultWriter` in the order points finish, so an
 interrupted sweep loses nothing and a rerun runs only the points not ``done``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from distributed import Client, as_completed
+from distributed import Client, Future, as_completed
 
-from sweep import limits
-from sweep.capped import ChildConfig, default_compile_cache, thread_budget
+from sweep import events, limits, plan
 from sweep.cluster import check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
-from sweep.pool import CorePool, PointTask, run_point
+from sweep.errors import SweepWarning
+from sweep.plan import PointTask
+from sweep.pool import CorePool, run_point
 from sweep.progress import SweepProgress, summary_table
+from sweep.protocol import PointRecord
 from sweep.recipe import LoadedRecipe, Recipe
-from sweep.store import Store, open_results
-
-# Results are written in batches: when this many points are waiting, or this many seconds
-# after the oldest waiting one finished, so the store keeps up with thousands of short points
-# per minute. A killed client loses at most that much finished work, which a rerun redoes.
-FLUSH_POINTS = 256
-FLUSH_SECONDS = 1.0
+from sweep.results import open_results
+from sweep.store import Store
+from sweep.writer import ResultWriter
 
 
 class Sweep:
@@ -105,48 +106,21 @@ class Sweep:
     def points(self) -> Iterable[Any]:
         return self.loaded.space.points()
 
-    def child_config(self) -> ChildConfig:
-        c = self.recipe.child
-        cache = c.compile_cache
-        cache_dir = default_compile_cache() if cache is True else (cache or None)
-        return ChildConfig(
-            cap=c.cap, compile_cache=cache_dir, platforms=c.platforms, env=tuple(sorted(c.env.items()))
-        )
-
     @property
     def thread_budget(self) -> int:
         """Threads each job may hold: ``resources.thread_budget``, else 10 + 5k."""
-        r = self.recipe.resources
-        return r.thread_budget or thread_budget(r.threads)
+        return plan.budget(self.recipe)
 
     def tasks(self, todo: Iterable[tuple[int, ...]]) -> list[PointTask]:
         """The tasks for the given point indices, in the space's order."""
-        todo = set(todo)
-        r, fixed = self.recipe.resources, self.recipe.params.fixed
-        config = self.child_config()
-        return [
-            PointTask(
-                sweep=self.loaded.name,
-                index=p.index,
-                job=self.loaded.job,
-                kwargs={**fixed, **p.params},
-                threads=r.threads,
-                timeout=r.timeout,
-                memory=r.memory,
-                retries=r.retries,
-                thread_budget=self.thread_budget,
-                kill_over_budget=r.on_thread_overflow == "fail",
-                config=config,
-                max_jobs=self.recipe.child.max_jobs,
-                max_rss=self.recipe.child.max_rss,
-            )
-            for p in self.points()
-            if p.index in todo
-        ]
+        return plan.tasks(self.loaded, todo)
 
     # -- running ------------------------------------------------------------------------
     def start(self, client: Client | None = None, **kwargs: Any) -> SweepRun:
-        """Run in the background (for notebooks); returns a :class:`SweepRun` handle at once."""
+        """Run in the background (for notebooks); returns a :class:`SweepRun` handle at once.
+
+        Takes the keyword arguments of :meth:`run`.
+        """
         return SweepRun(self, client, kwargs)
 
     def run(
@@ -156,23 +130,17 @@ class Sweep:
         force: bool = False,
         progress: bool = True,
         on_start: Callable[[Client], None] | None = None,
-        block: bool = True,
         cancel: threading.Event | None = None,
     ) -> Any:
         """Run every point not yet done and return the result dataset (xarray).
 
-        ``block=False`` returns a :class:`SweepRun` handle at once instead (the sweep goes on
-        in a background thread). Setting ``cancel`` stops the sweep: queued and running points
-        are cancelled, finished ones are kept.
-
         Without ``client`` the recipe's cluster is started (and stopped at the end).
-        Afterwards ``self.stats`` holds ``wall_s``, ``points_run`` and ``store_s`` (time
-        spent writing results).
-        ``force`` replaces an output made by a different space. ``on_start`` is called
-        with the client once the cluster is up (the CLI prints the dashboard link there).
+        Setting ``cancel`` stops the sweep: queued and running points are cancelled,
+        finished ones are kept. Afterwards ``self.stats`` holds ``wall_s``, ``points_run``
+        and ``store_s`` (time spent writing results). ``force`` replaces an output made by
+        a different space. ``on_start`` is called with the client once the cluster is up
+        (the CLI prints the dashboard link there).
         """
-        if not block:
-            return self.start(client, force=force, progress=progress, on_start=on_start)
         t0 = time.monotonic()
         self.stats = {"points_run": 0, "store_s": 0.0}
         self._cancel = cancel or threading.Event()
@@ -190,12 +158,11 @@ class Sweep:
             store.run_started()
             state = "failed"
             try:
-                if todo:
-                    if client is None:
-                        with connect(self.recipe.cluster, k) as own:
-                            self._run_on(own, store, todo, progress, on_start)
-                    else:
-                        self._run_on(client, store, todo, progress, on_start)
+                if todo and client is None:
+                    with connect(self.recipe.cluster, k) as own:
+                        self._run_on(own, store, todo, progress, on_start)
+                elif todo and client is not None:
+                    self._run_on(client, store, todo, progress, on_start)
                 state = "cancelled" if self._cancel.is_set() else "finished"
             finally:
                 store.run_ended(state)
@@ -220,99 +187,70 @@ class Sweep:
         p = limits.plan(cores, self.recipe.resources.threads, c.cap, self.thread_budget)
         warning = limits.check_headroom(p)
         if warning:
-            print(f"sweep: warning: {warning}", file=sys.stderr)
+            warnings.warn(warning, SweepWarning, stacklevel=3)
 
-    def _announce(self, client: Client, topic: str, todo: set) -> None:
-        """Tell the scheduler's ``/sweep`` page which points this sweep has."""
-        space = self.loaded.space
-        points = [
-            {"index": list(p.index), "params": p.params, "status": "queued" if p.index in todo else "done"}
-            for p in space.points()
-        ]
-        coords = {d: space.coords[d][1].tolist() for d in space.dims if d in space.coords}
-        client.log_event(
-            topic,
-            {
-                "event": "sweep",
-                "kind": space.kind,
-                "dims": list(space.dims),
-                "coords": coords,
-                "total": len(space),
-                "job": self.loaded.job.label,
-                "points": points,
-            },
-        )
-
-    def _run_on(self, client: Client, store: Store, todo: set, progress: bool, on_start: Any) -> None:
-        client.register_plugin(CorePool(), name=CorePool.name)
+    def _run_on(
+        self,
+        client: Client,
+        store: Store,
+        todo: set[tuple[int, ...]],
+        progress: bool,
+        on_start: Callable[[Client], None] | None,
+    ) -> None:
+        level = logging.getLogger("sweep").getEffectiveLevel()
+        client.register_plugin(CorePool(log_level=level), name=CorePool.name)
         client.register_plugin(SweepPage(), name=SweepPage.name)
         if on_start is not None:
             on_start(client)
-        tasks = self.tasks(todo)
-        token = uuid.uuid4().hex[:6]
+        topic = events.topic(self.loaded.name)
+        client.log_event(topic, events.to_msg(plan.announcement(self.loaded, todo)))
         total = len(self.loaded.space)
-        topic = f"sweep-{self.loaded.name}"
-        names = self.loaded.space.names
-        self._announce(client, topic, todo)
         with SweepProgress(total, total - len(todo), enabled=progress) as bar:
             self.progress = bar
-            client.subscribe_topic(topic, lambda event: bar.on_event(event[1]))
+            client.subscribe_topic(topic, lambda event: bar.on_event(events.from_msg(event[1])))
+            token, names = uuid.uuid4().hex[:6], self.loaded.space.names
             futures = {
                 client.submit(
                     run_point,
                     t,
-                    key=task_key(self.loaded.name, _swept(t, names), t.index, token),
+                    key=plan.task_key(t, names, token),
                     resources={"threads": t.threads},
                     pure=False,
                 ): t
-                for t in tasks
+                for t in plan.tasks(self.loaded, todo)
             }
             try:
-                self._collect(client, futures, store, bar)
+                self._collect(client, futures, ResultWriter(store, bar.points_written))
             finally:
                 client.unsubscribe_topic(topic)
 
-    def _collect(self, client: Client, futures: dict, store: Store, bar: SweepProgress) -> None:
+    def _collect(self, client: Client, futures: dict[Future, PointTask], writer: ResultWriter) -> None:
         """Write results as futures finish (batched), until all are done or cancelled."""
-        pending: list[dict[str, Any]] = []
-
-        def flush() -> None:
-            t_write = time.perf_counter()
-            written = store.write(pending)
-            self.stats["store_s"] += time.perf_counter() - t_write
-            self.stats["points_run"] += len(written)
-            for r in written:
-                bar.job_finished(r["index"], r["status"])
-            pending.clear()
-            bar.refresh()
-
         done = as_completed(futures, with_results=True, raise_errors=False)
-        oldest = 0.0
         try:
-            while not done.is_empty() or pending:
+            while not done.is_empty():
                 if self._cancel.is_set():
                     client.cancel(list(futures))
                     break
                 batch = done.next_batch(block=False)
-                if batch and not pending:
-                    oldest = time.monotonic()
-                pending.extend(_record(futures.pop(f), result) for f, result in batch)
-                due = len(pending) >= FLUSH_POINTS or time.monotonic() - oldest >= FLUSH_SECONDS
-                if pending and (due or done.is_empty()):
-                    flush()
+                writer.add(_record(futures.pop(f), result) for f, result in batch)
+                if writer.due() or done.is_empty():
+                    writer.flush()
                 elif not batch:
                     time.sleep(0.01)
         except BaseException:
             client.cancel(list(futures))
             raise
         finally:
-            flush()
+            writer.flush()
+            self.stats["store_s"] += writer.store_s
+            self.stats["points_run"] += writer.points
 
 
 class SweepRun:
     """A sweep running in a background thread: watch it, read partial results, cancel it.
 
-    Made by :meth:`Sweep.start` (or ``Sweep.run(block=False)``).
+    Made by :meth:`Sweep.start`.
     """
 
     def __init__(self, sweep: Sweep, client: Client | None, kwargs: dict[str, Any]) -> None:
@@ -368,23 +306,11 @@ class SweepRun:
         return self._result
 
 
-def _swept(task: PointTask, names: Iterable[str]) -> dict[str, Any]:
-    return {n: task.kwargs[n] for n in names}
-
-
-def _record(task: PointTask, result: Any) -> dict[str, Any]:
+def _record(task: PointTask, result: Any) -> PointRecord:
     """The record of a finished future; a task that raised (e.g. KilledWorker) fails its point."""
-    if isinstance(result, dict):
+    if isinstance(result, PointRecord):
         return result
-    return {"index": task.index, "status": "failed", "attempts": 1, "error": f"task failed: {result!r}"}
-
-
-def task_key(name: str, params: dict[str, Any], index: tuple[int, ...], token: str) -> str:
-    """A Dask key readable on the dashboard: ``name-a=1,b=x-<index>-<token>`` (shortened)."""
-    shown = ",".join(f"{k}={v}" for k, v in params.items())
-    if len(shown) > 48:
-        shown = shown[:45] + "..."
-    return f"{name}-{shown}-{'.'.join(map(str, index))}-{token}"
+    return PointRecord(task.index, status="failed", attempts=1, error=f"task failed: {result!r}")
 
 
 def run(job: Callable | str, params: dict[str, Any], **kwargs: Any) -> Any:
@@ -393,4 +319,4 @@ def run(job: Callable | str, params: dict[str, Any], **kwargs: Any) -> Any:
     return Sweep(job, params, **kwargs).run(client=client)
 
 
-__all__ = ["Sweep", "open_results", "run", "task_key"]
+__all__ = ["Sweep", "SweepRun", "open_results", "run"]

@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from sweep.errors import SweepError
+
 POINT_DIM = "point"
 
 
-class SpaceError(ValueError):
+class SpaceError(SweepError, ValueError):
     """A space that can't be built; the message names the key and the fix."""
 
 

@@ -2,8 +2,9 @@
 
 Layout (``xarray.open_zarr`` reads it as is; :func:`open_results` adds nothing but
 convenience): dims are the sweep dims (the grid axes, or ``point``) plus each output's own
-dims. Per point there are the bookkeeping variables of :data:`RECORD_VARS`; job outputs
-are added when the first point that returns them is done.
+dims. Per point there are the bookkeeping variables of :data:`RECORD_VARS`, one per stored
+field of :class:`~sweep.protocol.PointRecord`; job outputs are added when the first point
+that returns them is done.
 
 Writes go straight to the zarr arrays (xarray only creates variables). Within one batch a
 point's outputs and measurements are written before its ``status``, and zarr's local store
@@ -23,20 +24,22 @@ import socket
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+
+from sweep import _compat
+from sweep.errors import SweepError
+from sweep.protocol import PointRecord, stored_fields
 
 LOCK_NAME = ".sweep.lock"
 # zarr's I/O thread pool is capped and fills up while the store is opened, before any job
 # runs: once uncapped jobs have used up the user's `ulimit -u`, the client could not start
 # the threads it needs to write results.
 IO_THREADS = 4
-TIME_ATTRS = {"units": "seconds since 1970-01-01", "calendar": "proleptic_gregorian"}
-STATUSES = ("pending", "done", "failed", "timeout", "killed")
 POINTS_PER_CHUNK = 4096
 OUTPUT_CHUNK_BYTES = 1 << 20
 
@@ -48,31 +51,18 @@ class Var:
     attrs: Mapping[str, str]
 
 
-# Per-point bookkeeping, in write order: ``status`` is last on purpose.
+# Per-point bookkeeping, in write order (``status`` last), derived from PointRecord.
 RECORD_VARS: dict[str, Var] = {
-    "attempts": Var("int32", 0, {"long_name": "attempts made (1 + retries used)"}),
-    "wall_s": Var("float64", np.nan, {"units": "s", "long_name": "job wall time in the child"}),
-    "cpu_s": Var("float64", np.nan, {"units": "s", "long_name": "CPU time of the child and its children"}),
-    "peak_threads": Var("int32", 0, {"long_name": "most OS threads the child's tree held"}),
-    "thread_budget": Var("int32", 0, {"long_name": "threads the job was allowed (10 + 5k by default)"}),
-    "peak_rss": Var("int64", 0, {"units": "bytes", "long_name": "peak resident memory of the job"}),
-    "cores": Var(str, "", {"long_name": "CPU ids the child was pinned to, comma-separated"}),
-    "host": Var(str, "", {"long_name": "host the job ran on"}),
-    "batch_job": Var(str, "", {"long_name": "batch system job id of the worker (SLURM, PBS, ...)"}),
-    "pid": Var("int64", 0, {"long_name": "pid of the child that ran the job"}),
-    "started": Var("float64", np.nan, {**TIME_ATTRS, "long_name": "job start"}),
-    "finished": Var("float64", np.nan, {**TIME_ATTRS, "long_name": "job end"}),
-    "error": Var(str, "", {"long_name": "traceback, signal or limit that ended the job"}),
-    "reports": Var(str, "", {"long_name": "JSON list of the job's sweep.report() calls"}),
-    "status": Var(str, "pending", {"long_name": "one of " + ", ".join(STATUSES)}),
+    name: Var(str if meta["dtype"] == "str" else meta["dtype"], meta["fill"], meta["attrs"])
+    for name, meta in stored_fields().items()
 }
 
 
-class StoreLocked(RuntimeError):
+class StoreLocked(SweepError, RuntimeError):
     """Another process writes this store; the message names it."""
 
 
-class StoreMismatch(RuntimeError):
+class StoreMismatch(SweepError, RuntimeError):
     """The store was made by a recipe with a different space."""
 
 
@@ -104,11 +94,11 @@ class Store:
 
         self.path = path
         self._lock_fd = lock_fd
-        self.group = zarr.open_group(str(path), mode="r+")
+        self.group: Any = cast(Any, zarr.open_group(str(path), mode="r+"))
         self._arrays: dict[str, Any] = {}
         self.dims: tuple[str, ...] = tuple(json.loads(self.group.attrs["sweep_dims"]))
         self.shape: tuple[int, ...] = self.group["status"].shape
-        self.outputs: dict[str, tuple[str, ...]] = json.loads(self.group.attrs.get("sweep_outputs", "{}"))
+        self.outputs: dict[str, list[str]] = json.loads(self.group.attrs.get("sweep_outputs", "{}"))
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -121,7 +111,7 @@ class Store:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         fd = _lock(path)
-        _cap_io_threads()
+        _compat.start_zarr_io_threads(IO_THREADS)
         try:
             fingerprint = loaded.space.fingerprint()
             if (path / "zarr.json").exists():
@@ -181,25 +171,26 @@ class Store:
         self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
 
     # -- writing ------------------------------------------------------------------------
-    def write(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Write finished points (records from :func:`sweep.pool.run_point`).
+    def write(self, records: list[PointRecord]) -> list[PointRecord]:
+        """Write finished points; returns the records as written.
 
         A record whose outputs don't fit what the store already holds (another shape or
-        dims) is written as ``failed`` with the reason. Returns the records as written.
+        dims) is written as ``failed`` with the reason.
         """
         if not records:
             return []
         records = [self._checked(r) for r in records]
         for name in self.outputs:
-            having = [r for r in records if name in r.get("outputs", {})]
-            values = [np.asarray(r["outputs"][name].values) for r in having]
+            having = [r for r in records if name in r.outputs]
+            values = [np.asarray(r.outputs[name].values) for r in having]
             if values and values[0].ndim == 0:
-                self._put(name, [r["index"] for r in having], values)
+                self._put(name, [r.index for r in having], values)
                 continue
             for r, v in zip(having, values):
-                self._array(name)[r["index"] + (slice(None),) * v.ndim] = v
-        for name in RECORD_VARS:
-            self._put(name, [r["index"] for r in records], [_record_value(r, name) for r in records])
+                self._array(name)[r.index + (slice(None),) * v.ndim] = v
+        for name, var in RECORD_VARS.items():
+            values = [r.stored(name) for r in records]
+            self._put(name, [r.index for r in records], [var.fill if v is None else v for v in values])
         return records
 
     def _put(self, name: str, indices: list[tuple[int, ...]], values: list[Any]) -> None:
@@ -217,10 +208,9 @@ class Store:
             array = self._arrays[name] = self.group[name]
         return array
 
-    def _checked(self, record: dict[str, Any]) -> dict[str, Any]:
-        outputs = record.get("outputs") or {}
+    def _checked(self, record: PointRecord) -> PointRecord:
         try:
-            for name, out in outputs.items():
+            for name, out in record.outputs.items():
                 dims = self.outputs.get(name)
                 if dims is None:
                     self._add_output(name, out)
@@ -234,7 +224,7 @@ class Store:
                         "(outputs must keep their shape across points)"
                     )
         except (ValueError, TypeError) as exc:
-            record = {**record, "status": "failed", "outputs": {}, "error": str(exc)}
+            record = replace(record, status="failed", outputs={}, error=str(exc))
         return record
 
     def _add_output(self, name: str, out: Any) -> None:
@@ -260,40 +250,6 @@ class Store:
             ds.to_zarr(str(self.path), mode="a", compute=False, consolidated=False, encoding=encoding)
         self.outputs[name] = list(self.dims + tuple(out.dims))
         self.set_attrs(sweep_outputs=self.outputs)
-
-
-def _cap_io_threads() -> None:
-    """Cap zarr's I/O pool at IO_THREADS and start all of them now (see IO_THREADS)."""
-    import threading
-
-    import zarr
-
-    if zarr.config.get("threading.max_workers", None) is None:
-        zarr.config.set({"threading.max_workers": IO_THREADS})
-    try:
-        from zarr.core.sync import _get_executor  # zarr 3's pool; no public handle on it
-    except ImportError:
-        return
-    executor = _get_executor()
-    n = executor._max_workers
-    if len(getattr(executor, "_threads", ())) >= n:
-        return
-    barrier = threading.Barrier(n + 1)
-    for _ in range(n):  # each blocked task forces the pool to start one more thread
-        executor.submit(barrier.wait, 10)
-    try:
-        barrier.wait(10)
-    except threading.BrokenBarrierError:  # the pool was busy: it will grow on demand instead
-        pass
-
-
-def _record_value(record: dict[str, Any], name: str) -> Any:
-    if name == "cores":
-        return ",".join(map(str, record.get("cores", ())))
-    if name == "reports":
-        return json.dumps(record["reports"]) if record.get("reports") else ""
-    value = record.get(name, RECORD_VARS[name].fill)
-    return RECORD_VARS[name].fill if value is None else value
 
 
 def _now() -> str:
@@ -408,45 +364,3 @@ def _create(path: Path, loaded: Any, fingerprint: str) -> None:
             os.replace(entry, path / entry.name)
     os.replace(staging / "zarr.json", path / "zarr.json")
     staging.rmdir()
-
-
-def report_history(ds: Any) -> Any:
-    """Every ``sweep.report()`` of every point, as a pandas DataFrame.
-
-    One row per report: the point's sweep coordinates, ``point_id``, ``attempt``, ``step``,
-    ``time`` and the reported values.
-    """
-    import pandas as pd
-
-    rows = []
-    status = ds["status"]
-    for index in np.ndindex(status.shape):
-        text = str(ds["reports"].values[index] or "")
-        if not text:
-            continue
-        where = {d: ds[d].values[i] for d, i in zip(status.dims, index) if d in ds.coords}
-        if "point" in status.dims:
-            where.update({c: ds[c].values[index] for c in ds.coords if ds[c].dims == status.dims})
-        where["point_id"] = ds["point_id"].values[index]
-        rows.extend({**where, **r} for r in json.loads(text))
-    return pd.DataFrame(rows)
-
-
-def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:
-    """Open a sweep's results as an ``xarray.Dataset`` (readable while a sweep writes it).
-
-    ``started``/``finished`` decode to datetimes; ``status`` and the other text variables
-    are strings. ``load=False`` keeps the variables lazy (dask), for large sweeps.
-    """
-    import xarray as xr
-
-    path = Path(path)
-    if not (path / "zarr.json").exists():
-        raise FileNotFoundError(f"{path} is not a sweep result store (no zarr.json)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds = xr.open_zarr(str(path), consolidated=False, chunks=None if load else {})
-    for name, var in ds.variables.items():
-        if var.dtype.kind == "T":  # numpy StringDType from zarr v3: plain objects are friendlier
-            ds[name] = var.astype(object)
-    return ds.load() if load else ds

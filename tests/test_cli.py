@@ -9,25 +9,52 @@ from sweep import open_results
 from tests.conftest import JOBS, ROOT
 
 
-def test_submit_piped_into_head_finishes_the_sweep(tmp_path):
-    """`sweep submit ... | head -n 1`: head exits after the first line; the sweep goes on."""
+def local_recipe(tmp_path, seconds: float = 0.5):
     recipe = tmp_path / "recipe.yaml"
-    out = tmp_path / "out.zarr"
     recipe.write_text(
         yaml.safe_dump(
             {
                 "name": "piped",
                 "job": f"{JOBS}:square",
-                "params": {"grid": {"x": [1.0, 2.0, 3.0, 4.0]}, "fixed": {"seconds": 0.5}},
+                "params": {"grid": {"x": [1.0, 2.0, 3.0, 4.0]}, "fixed": {"seconds": seconds}},
                 "resources": {"threads": 1},
                 "cluster": {"kind": "local", "dashboard": "127.0.0.1:0"},
-                "output": str(out),
+                "output": str(tmp_path / "out.zarr"),
             }
         )
     )
+    return recipe, tmp_path / "out.zarr"
+
+
+def test_submit_piped_into_head_finishes_the_sweep(tmp_path):
+    """`sweep submit ... | head -n 1`: head exits after the first line; the sweep goes on."""
+    recipe, out = local_recipe(tmp_path)
     cmd = f"{sys.executable} -m sweep.cli submit {recipe} 2>&1 | head -n 1; echo rc=${{PIPESTATUS[0]}}"
     run = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.stdout.strip().splitlines()[-1] == "rc=0", run.stdout + run.stderr
     ds = open_results(out)
     assert (ds["status"] == "done").all(), ds["status"].values
     assert ds.attrs["sweep_run_state"] == "finished"
+
+
+def test_verbose_logs_what_the_workers_do_with_children(tmp_path):
+    recipe, out = local_recipe(tmp_path, seconds=0.0)
+    command = [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"]
+    quiet = subprocess.run(
+        [*command, "--output", str(tmp_path / "q")], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert quiet.returncode == 0 and "spawned child" not in quiet.stderr, quiet.stderr
+    loud = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "-v", "submit", str(recipe), "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert loud.returncode == 0, loud.stderr
+    assert "sweep.child INFO" in loud.stderr and "spawned child pid" in loud.stderr, loud.stderr
+
+
+def test_every_sweep_error_exits_2_with_one_line(tmp_path, capsys):
+    from sweep.cli import main
+
+    assert main(["status", str(tmp_path / "nothing.zarr")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sweep status: error:") and "is not a sweep result store" in err

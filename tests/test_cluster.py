@@ -10,6 +10,7 @@ import pytest
 from sweep import jobqueue
 from sweep.cli import main
 from sweep.cluster import batch_cluster
+from sweep.errors import SweepWarning
 from sweep.recipe import ClusterSettings, Recipe, RecipeError
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -73,7 +74,7 @@ def test_processes_and_security_are_not_the_recipes_to_set():
 
 def test_security_false_warns():
     settings = ClusterSettings(kind="slurm", cores=2, memory="1GiB", security=False, interface="lo")
-    with pytest.warns(UserWarning, match="unauthenticated"), batch_cluster(settings) as cluster:
+    with pytest.warns(SweepWarning, match="unauthenticated"), batch_cluster(settings) as cluster:
         assert "--protocol tls://" not in cluster.job_script()
 
 

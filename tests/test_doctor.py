@@ -10,7 +10,7 @@ from sweep.cluster import local_cores
 
 
 def test_predicted_uncapped_threads_follow_the_measured_table():
-    # jax-threads.md, "with a jax.random workload": 21, 94, 302, 878 threads
+    # docs/threads.md, "with a jax.random workload": 21, 94, 302, 878 threads
     for cpus, measured in ((2, 21), (16, 94), (64, 302), (256, 878)):
         assert abs(limits.uncapped_threads(cpus) - measured) <= 6
 

@@ -33,7 +33,8 @@ def test_child_killed_by_a_signal_fails_its_point_and_the_worker_survives(client
     ds = run(client, tmp_path, "crash", {"grid": {"x": [0, 1, 2, 3]}, "fixed": {"how": how}})
     assert list(ds["status"].values) == ["done", "failed", "done", "done"]
     error = ds["error"].values[1]
-    assert signal_name in error and f"crashing by {how}" in error
+    assert ds["signal"].values[1] == signal_name and signal_name in error
+    assert f"crashing by {how}" in ds["output_tail"].values[1] and "crashing" not in error
     assert worker_pids(client) == before
     dead = ds["pid"].values[1]
     assert dead not in set(ds["pid"].values[[2, 3]])  # later points got a fresh child
@@ -135,7 +136,8 @@ WRITER = textwrap.dedent(
     import sys, numpy as np
     from sweep.recipe import Recipe
     from sweep.store import Store
-    from sweep.job import Output
+    from sweep.outputs import Output
+    from sweep.protocol import PointRecord
     out, jobs = sys.argv[1], sys.argv[2]
     space = {"zip": {"x": list(map(float, range(400)))}}
     loaded = Recipe.from_dict({"job": jobs + ":square", "params": space, "output": out})
@@ -145,7 +147,7 @@ WRITER = textwrap.dedent(
             big = rng.random(200_000)  # incompressible, so a write takes a while
             big[0] = i[0]
             outputs = {"big": Output(big, ("k",)), "y": Output(np.array(1.0), ())}
-            store.write([{"index": i, "status": "done", "outputs": outputs, "wall_s": 1.0}])
+            store.write([PointRecord(i, status="done", outputs=outputs, wall_s=1.0)])
     """
 )
 

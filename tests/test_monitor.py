@@ -27,7 +27,7 @@ def test_reports_stream_to_the_client_before_the_job_ends(client, tmp_path):
         {"grid": {"x": [1.0, 2.0]}, "fixed": {"steps": 6, "seconds": 0.4}},
         output=tmp_path / "r.zarr",
     )
-    run = s.run(client=client, progress=False, block=False)
+    run = s.start(client=client, progress=False)
     wait_for(lambda: run.progress().get("latest"))
     snapshot = run.progress()
     partial = run.results()

@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 
 from sweep import Sweep
-from sweep.capped import Child, ChildConfig
+from sweep.child import Child, ChildConfig, Limits
 from sweep.job import parse_job
 from tests.conftest import ROOT
 
@@ -26,7 +26,9 @@ def test_invrs_job_returns_the_documented_variables_in_a_one_core_child():
     child = Child([0], ChildConfig())
     try:
         out = child.run(
-            parse_job(JOB), {"challenge": "ceviche_lightweight_waveguide_bend", **SMALL}, timeout=300
+            parse_job(JOB),
+            {"challenge": "ceviche_lightweight_waveguide_bend", **SMALL},
+            limits=Limits(timeout=300),
         )
     finally:
         child.kill()

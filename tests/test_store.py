@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from sweep import Sweep, open_results
+from sweep.protocol import PointRecord
 from sweep.recipe import Recipe
 from sweep.store import RECORD_VARS, Store, StoreLocked, StoreMismatch
 from tests.conftest import job
@@ -76,12 +77,12 @@ def test_a_different_space_is_refused_unless_forced(out):
 
 def test_outputs_that_change_shape_fail_that_point_only(out):
     with Store.open(out, loaded(out)) as store:
-        from sweep.job import Output
+        from sweep.outputs import Output
 
-        ok = {"index": (0, 0), "status": "done", "outputs": {"v": Output(np.zeros(3), ("k",))}}
-        bad = {"index": (0, 1), "status": "done", "outputs": {"v": Output(np.zeros(4), ("k",))}}
+        ok = PointRecord((0, 0), status="done", outputs={"v": Output(np.zeros(3), ("k",))})
+        bad = PointRecord((0, 1), status="done", outputs={"v": Output(np.zeros(4), ("k",))})
         written = store.write([ok, bad])
-    assert [r["status"] for r in written] == ["done", "failed"]
-    assert "must keep their shape" in written[1]["error"]
+    assert [r.status for r in written] == ["done", "failed"]
+    assert "must keep their shape" in written[1].error
     ds = open_results(out)
     assert ds["status"].values[0, 0] == "done" and ds["status"].values[0, 1] == "failed"

@@ -1,4 +1,4 @@
-"""Thread-capped child processes: their environment, their start, and the parent's watch.
+"""The parent's handle on a thread-capped child: its environment, its start, and the watch.
 
 A :class:`Child` is a fresh ``python -m sweep._bootstrap`` process (spawned with
 ``subprocess``, never forked from a process that may hold jax) pinned to a set of cores
@@ -18,14 +18,17 @@ child (:func:`thread_budget`). With capping off the child is not pinned and the
 variables the Dask nanny sets for its workers are removed, so it behaves like a plain
 ``python`` started by a job array.
 
-The parent runs each job by sending it down a pipe and waiting on the reply with
-``select``; between wake-ups it samples the child's process tree with psutil (threads,
-RSS) and kills the whole tree on a timeout, a memory limit or, when asked, a thread
-budget overflow.
+The parent runs each job by sending a :class:`~sweep.protocol.RunJob` down a pipe and
+waiting on the reply with ``select``; between wake-ups it samples the child's process tree
+with psutil (threads, RSS) and kills the whole tree on a timeout, a memory limit or, when
+asked, a thread budget overflow. What it saw becomes a :class:`~sweep.protocol.PointRecord`.
+The child's side is :mod:`sweep._bootstrap` (pinning) and :mod:`sweep._child_loop` (serving).
+The thread figures are measured in ``docs/threads.md``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import select
@@ -35,14 +38,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from sweep import _serve
+from sweep import protocol
 from sweep.job import JobRef
+from sweep.protocol import Exit, JobDone, JobFailed, PointRecord, Ready, Report, RunJob, Status
+
+log = logging.getLogger(__name__)
 
 CAPPED_TO_ONE = (
     "OPENBLAS_NUM_THREADS",
@@ -68,7 +74,7 @@ def default_compile_cache() -> str:
 
 
 def thread_budget(k: int) -> int:
-    """Threads a capped JAX child on ``k`` cores may hold (jax-threads.md: 10 + 5k)."""
+    """Threads a capped JAX child on ``k`` cores may hold: 10 + 5k (docs/threads.md)."""
     return 10 + 5 * k
 
 
@@ -99,26 +105,33 @@ class ChildConfig:
         return env
 
 
-@dataclass
-class Outcome:
-    """What became of one job in a child: status, outputs or error, and measurements."""
-
-    status: str  # done | failed | timeout | killed
-    outputs: dict[str, Any] = field(default_factory=dict)
-    error: str = ""
-    wall_s: float = float("nan")
-    cpu_s: float = float("nan")
-    peak_threads: int = 0
-    peak_rss: int = 0
-    cores: tuple[int, ...] = ()
-    pid: int = 0
-    started: float = float("nan")
-    finished: float = float("nan")
-    reports: list[dict[str, Any]] = field(default_factory=list)
-
-
 class ChildDied(RuntimeError):
-    """The child is gone; the message has the signal or exit code and its stderr tail."""
+    """The child could not start or is gone; ``output_tail`` has the last lines it printed."""
+
+    def __init__(self, message: str, output_tail: str = "") -> None:
+        super().__init__(message)
+        self.output_tail = output_tail
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a job may use; past any of them the child's whole process tree is killed."""
+
+    timeout: float | None = None  # wall seconds -> status "timeout"
+    memory: int | None = None  # RSS bytes summed over the tree -> status "killed"
+    max_threads: int | None = None  # OS threads of the tree -> status "killed"
+
+    def exceeded(self, elapsed: float, rss: int, threads: int) -> tuple[Status, str] | None:
+        """The status and reason when a limit is passed, else None."""
+        if self.timeout and elapsed >= self.timeout:
+            return "timeout", f"timed out after {self.timeout:g} s (resources.timeout)"
+        if self.memory and rss > self.memory:
+            used, cap = rss / 2**20, self.memory / 2**20
+            return "killed", f"memory limit exceeded: RSS {used:.0f} MiB > {cap:.0f} MiB (resources.memory)"
+        if self.max_threads and threads > self.max_threads:
+            why = f"{threads} threads > {self.max_threads} (on_thread_overflow: fail)"
+            return "killed", f"thread budget exceeded: {why}"
+        return None
 
 
 class Child:
@@ -150,11 +163,13 @@ class Child:
         self._ps = psutil.Process(self.pid)
         if not self._wait_readable(START_TIMEOUT_S):
             self.kill()
-            raise ChildDied(f"child did not start within {START_TIMEOUT_S:.0f} s\n{self.log_tail()}")
+            raise ChildDied(f"child did not start within {START_TIMEOUT_S:.0f} s", self.log_tail())
         try:
-            _serve.receive(self._rep_r)
+            ready = protocol.receive(self._rep_r)
         except EOFError:
-            raise ChildDied(self._death_message()) from None
+            raise ChildDied(self._how_it_ended()[2], self.log_tail()) from None
+        assert isinstance(ready, Ready), ready
+        log.info("spawned child pid %d on cores %s (cap=%s)", self.pid, pin or "any", config.cap)
 
     def _spawn(self, args: list[str], fds: tuple[int, int], env: dict[str, str]) -> subprocess.Popen:
         """Popen, retried for a few seconds on EAGAIN: when another process of the user has
@@ -162,17 +177,18 @@ class Child:
         until that process is gone, and that should not cost this point."""
         for attempt in range(SPAWN_RETRIES):
             try:
-                with open(self.log_path, "ab") as log:
+                with open(self.log_path, "ab") as out:
                     return subprocess.Popen(
                         args,
                         pass_fds=fds,
                         env=env,
                         stdin=subprocess.DEVNULL,
-                        stdout=log,
+                        stdout=out,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
                     )
             except BlockingIOError:
+                log.info("fork failed with EAGAIN (ulimit -u); retry %d of %d", attempt + 1, SPAWN_RETRIES)
                 time.sleep(0.25 * (attempt + 1))
         raise ChildDied(
             "could not fork a child: the user's process/thread limit (ulimit -u) is exhausted; "
@@ -186,7 +202,7 @@ class Child:
     def rss(self) -> int:
         """Resident memory of the child now (bytes), 0 if it is gone."""
         try:
-            return self._ps.memory_info().rss
+            return int(self._ps.memory_info().rss)
         except psutil.Error:
             return 0
 
@@ -194,7 +210,7 @@ class Child:
         """Ask the child to exit, kill its tree if it doesn't, release the pipes and log."""
         if self.alive():
             try:
-                _serve.send(self._req_w, {"op": "exit"})
+                protocol.send(self._req_w, Exit())
                 self.proc.wait(timeout)
             except (OSError, subprocess.TimeoutExpired):
                 pass
@@ -212,15 +228,9 @@ class Child:
                 p.kill()
             except psutil.Error:
                 pass
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        self._killpg()
         self.proc.wait()
-        try:  # anything it forked while dying is still in its process group
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        self._killpg()  # anything it forked while dying is still in its process group
         psutil.wait_procs(tree, timeout=5)
         for fd in (self._req_w, self._rep_r):
             try:
@@ -233,7 +243,14 @@ class Child:
         except OSError:
             pass
 
+    def _killpg(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines the child (and its job) printed."""
         try:
             with open(self.log_path, "rb") as f:
                 f.seek(max(0, os.fstat(f.fileno()).st_size - 8192))
@@ -242,14 +259,13 @@ class Child:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def _death_message(self) -> str:
+    def _how_it_ended(self) -> tuple[str, int, str]:
+        """(signal name, exit code, one-line description) of a child that ended by itself."""
         rc = self.proc.wait()
         if rc < 0:
-            how = f"child died with {signal.Signals(-rc).name} (signal {-rc})"
-        else:
-            how = f"child exited with code {rc}"
-        tail = self.log_tail()
-        return f"{how}; last lines of its output:\n{tail}" if tail else how
+            name = signal.Signals(-rc).name
+            return name, 0, f"child died with {name} (signal {-rc})"
+        return "", rc, f"child exited with code {rc}"
 
     def _wait_readable(self, timeout: float) -> bool:
         ready, _, _ = select.select([self._rep_r], [], [], max(0.0, timeout))
@@ -261,91 +277,94 @@ class Child:
         job: JobRef,
         kwargs: Mapping[str, Any],
         *,
-        timeout: float | None = None,
-        memory: int | None = None,
-        max_threads: int | None = None,
-        on_report: Callable[[dict[str, Any]], None] | None = None,
-    ) -> Outcome:
-        """Run one job and return its Outcome; never raises for the job's own faults.
+        limits: Limits = Limits(),
+        attempt: int = 1,
+        on_report: Callable[[Report], None] | None = None,
+    ) -> PointRecord:
+        """Run one job and return what became of it; never raises for the job's own faults.
 
-        ``timeout`` (s) and ``memory`` (bytes of RSS summed over the child's tree) kill the
-        tree when passed (status ``timeout`` / ``killed``), and so does ``max_threads``
-        (threads of the tree). A child that dies by itself gives status ``failed`` with the
-        signal and the tail of its output; after any of these the child is gone.
-        Each :func:`sweep.report` of the job is kept in ``Outcome.reports`` and passed to
-        ``on_report`` as it arrives.
+        The record has the status (``done``, ``failed``, or ``timeout`` / ``killed`` when a
+        limit was passed and the tree killed), the outputs or the error, the child's
+        measurements, and a child that died by itself is described by ``signal`` or
+        ``exit_code`` and ``output_tail``; after any of these the child is gone. Each
+        :func:`sweep.report` of the job is kept in ``reports`` (tagged with ``attempt``) and
+        passed to ``on_report`` as it arrives. ``index`` is left empty for the caller.
         """
         self.jobs_run += 1
         os.truncate(self.log_path, 0)
-        started = time.time()
+        record = PointRecord(index=(), cores=self.cores, pid=self.pid, started=time.time())
         t0 = time.monotonic()
-        deadline = t0 + timeout if timeout else float("inf")
-        outcome = Outcome("failed", cores=self.cores, pid=self.pid, started=started)
-        peak_threads = peak_rss = 0
         try:
-            _serve.send(self._req_w, {"op": "run", "job": job, "kwargs": dict(kwargs)})
+            protocol.send(self._req_w, RunJob(job, dict(kwargs)))
         except OSError:
-            outcome.error = self._death_message()
-            return self._finish(outcome, t0)
+            self._record_death(record)
+        else:
+            self._watch(record, limits, t0, attempt, on_report)
+        record.finished = time.time()
+        if math.isnan(record.wall_s):  # the child never said
+            record.wall_s = time.monotonic() - t0
+        return record
+
+    def _watch(
+        self,
+        record: PointRecord,
+        limits: Limits,
+        t0: float,
+        attempt: int,
+        on_report: Callable[[Report], None] | None,
+    ) -> None:
+        """Wait for the job's end, sampling the tree every SAMPLE_S and enforcing ``limits``."""
+        deadline = t0 + limits.timeout if limits.timeout else math.inf
+        peak_threads = peak_rss = 0
         while True:
             if self._wait_readable(min(SAMPLE_S, deadline - time.monotonic())):
-                try:
-                    reply = _serve.receive(self._rep_r)
-                except EOFError:
-                    outcome.error = self._death_message()
+                if self._take_reply(record, attempt, on_report):
                     break
-                if "report" in reply:
-                    outcome.reports.append(reply["report"])
-                    if on_report is not None:
-                        on_report(reply["report"])
-                    continue
-                self._apply(outcome, reply)
-                break
+                continue
             threads, rss = self._sample()
             peak_threads, peak_rss = max(peak_threads, threads), max(peak_rss, rss)
             if not self.alive():
-                outcome.error = self._death_message()
+                self._record_death(record)
                 break
-            limit = self._over_limit(deadline, timeout, memory, rss, max_threads, threads)
-            if limit:
-                outcome.status, outcome.error = limit
-                tail = self.log_tail()
-                outcome.error += f"; last lines of its output:\n{tail}" if tail else ""
-                self.kill()
+            hit = limits.exceeded(time.monotonic() - t0, rss, threads)
+            if hit:
+                self._record_kill(record, *hit)
                 break
-        outcome.peak_threads = max(outcome.peak_threads, peak_threads)
-        outcome.peak_rss = max(outcome.peak_rss, peak_rss)
-        return self._finish(outcome, t0)
+        record.peak_threads = max(record.peak_threads, peak_threads)
+        record.peak_rss = max(record.peak_rss, peak_rss)
 
-    def _finish(self, outcome: Outcome, t0: float) -> Outcome:
-        outcome.finished = time.time()
-        if math.isnan(outcome.wall_s):  # the child never said
-            outcome.wall_s = time.monotonic() - t0
-        return outcome
+    def _take_reply(
+        self, record: PointRecord, attempt: int, on_report: Callable[[Report], None] | None
+    ) -> bool:
+        """Read one message; True when it ended the job (a reply, or the child's death)."""
+        try:
+            reply = protocol.receive(self._rep_r)
+        except EOFError:
+            self._record_death(record)
+            return True
+        if isinstance(reply, Report):
+            record.reports.append(reply.row(attempt))
+            if on_report is not None:
+                on_report(reply)
+            return False
+        m = reply.metrics
+        record.wall_s, record.cpu_s, record.cores = m.wall_s, m.cpu_s, m.cores
+        record.peak_threads, record.peak_rss = m.threads, m.peak_rss
+        if isinstance(reply, JobDone):
+            record.status, record.outputs = "done", reply.outputs
+        elif isinstance(reply, JobFailed):
+            record.error = reply.error
+        return True
 
-    @staticmethod
-    def _over_limit(deadline, timeout, memory, rss, max_threads, threads) -> tuple[str, str] | None:
-        if time.monotonic() >= deadline:
-            return "timeout", f"timed out after {timeout:g} s (resources.timeout)"
-        if memory and rss > memory:
-            used, cap = rss / 2**20, memory / 2**20
-            return "killed", f"memory limit exceeded: RSS {used:.0f} MiB > {cap:.0f} MiB (resources.memory)"
-        if max_threads and threads > max_threads:
-            why = f"{threads} threads > {max_threads} (on_thread_overflow: fail)"
-            return "killed", f"thread budget exceeded: {why}"
-        return None
+    def _record_death(self, record: PointRecord) -> None:
+        record.signal, record.exit_code, record.error = self._how_it_ended()
+        record.output_tail = self.log_tail()
+        log.info("child pid %d: %s", self.pid, record.error)
 
-    def _apply(self, outcome: Outcome, reply: dict) -> None:
-        m = reply.get("metrics", {})
-        outcome.wall_s = m.get("wall_s", outcome.wall_s)
-        outcome.cpu_s = m.get("cpu_s", outcome.cpu_s)
-        outcome.peak_threads = m.get("threads", 0)
-        outcome.peak_rss = m.get("peak_rss", 0)
-        outcome.cores = tuple(m.get("affinity", self.cores))
-        if reply.get("ok"):
-            outcome.status, outcome.outputs = "done", reply["outputs"]
-        else:
-            outcome.error = reply.get("error", "unknown error")
+    def _record_kill(self, record: PointRecord, status: Status, why: str) -> None:
+        record.status, record.error, record.output_tail = status, why, self.log_tail()
+        log.info("killing child pid %d and its tree: %s", self.pid, why)
+        self.kill()
 
     def _sample(self) -> tuple[int, int]:
         """Threads and RSS of the child's whole process tree now."""

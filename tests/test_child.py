@@ -6,7 +6,7 @@ import sys
 import psutil
 import pytest
 
-from sweep.capped import Child, ChildConfig, thread_budget
+from sweep.child import Child, ChildConfig, Limits, thread_budget
 from sweep.job import parse_job
 from tests.conftest import job
 
@@ -106,7 +106,7 @@ def test_child_killed_by_a_signal_reports_it_with_its_output(tmp_path, child):
     )
     out = child.run(parse_job(f"{f}:crash"), {})
     assert out.status == "failed"
-    assert "SIGABRT" in out.error and "about to abort" in out.error
+    assert out.signal == "SIGABRT" and "SIGABRT" in out.error and "about to abort" in out.output_tail
     assert not child.alive()
 
 
@@ -120,7 +120,7 @@ def test_timeout_kills_the_whole_tree(tmp_path, child):
         "    open(pidfile, 'w').write(str(p.pid))\n"
         "    time.sleep(60)\n"
     )
-    out = child.run(parse_job(f"{f}:slow"), {"pidfile": str(pidfile)}, timeout=1.0)
+    out = child.run(parse_job(f"{f}:slow"), {"pidfile": str(pidfile)}, limits=Limits(timeout=1.0))
     assert out.status == "timeout" and "1 s" in out.error
     assert not child.alive()
     grandchild = int(pidfile.read_text())
@@ -138,14 +138,15 @@ def test_memory_limit_kills_the_child(tmp_path, child):
         "        blocks.append(bytearray(50 * 2**20))\n"
         "        time.sleep(0.02)\n"
     )
-    out = child.run(parse_job(f"{f}:hog"), {}, memory=300 * 2**20)
+    out = child.run(parse_job(f"{f}:hog"), {}, limits=Limits(memory=300 * 2**20))
     assert out.status == "killed" and "memory limit" in out.error
     assert not child.alive()
 
 
 def test_bootstrap_imports_no_numpy_before_pinning():
     code = (
-        "import sys; import sweep, sweep._bootstrap, sweep._serve, sweep.job; "
+        "import sys; import sweep, sweep._bootstrap, sweep._child_loop, sweep.protocol, sweep.outputs; "
+        "import sweep.job, sweep.reporting, sweep.errors; "
         "print(sorted(m for m in ('numpy', 'jax', 'psutil', 'distributed') if m in sys.modules))"
     )
     import subprocess

@@ -1,0 +1,100 @@
+"""The child's side of the protocol: serve :class:`~sweep.protocol.RunJob` requests one at a
+time until :class:`~sweep.protocol.Exit` or until the parent closes the pipe.
+
+Runs in the capped child after :mod:`sweep._bootstrap` has pinned it. Standard library only
+at import; numpy loads lazily, per job, only if a job's outputs need it. The job's own stdout
+and stderr go to the child's log file, never to these pipes, so a ``print`` in a job can't
+break the protocol.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import time
+import traceback
+
+from sweep.protocol import Exit, JobDone, JobFailed, Metrics, Ready, Report, RunJob, receive, send
+
+_report_fd: int | None = None  # where sweep.report() writes while this child serves
+
+
+def report(message: Report) -> bool:
+    """Send a report to the parent; False outside a sweep's child (then nothing happens)."""
+    if _report_fd is None:
+        return False
+    send(_report_fd, message)
+    return True
+
+
+def _proc_status(name: str) -> int | None:
+    """A numeric field of /proc/self/status (``Threads``, ``VmHWM`` in kB), if readable."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(name + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset VmHWM so the next reading is this job's peak (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def run_one(request: RunJob) -> JobDone | JobFailed:
+    """Run one job in this process; a JobDone, or a JobFailed with the traceback."""
+    from sweep.outputs import normalize_outputs
+
+    hwm_reset = _reset_peak_rss()
+    cpu0, t0 = _cpu_seconds(), time.perf_counter()
+    outputs, error = None, ""
+    try:
+        outputs = normalize_outputs(request.job.load()(**request.kwargs))
+    except BaseException as exc:  # a job's failure of any kind, sys.exit() included, is reported
+        error = "".join(traceback.format_exception(exc))
+    peak_kb = _proc_status("VmHWM") if hwm_reset else None
+    if peak_kb is None:
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    metrics = Metrics(
+        wall_s=time.perf_counter() - t0,
+        cpu_s=_cpu_seconds() - cpu0,
+        threads=_proc_status("Threads") or 0,
+        peak_rss=peak_kb * 1024,
+        cores=tuple(sorted(os.sched_getaffinity(0))),
+    )
+    return JobFailed(error, metrics) if outputs is None else JobDone(outputs, metrics)
+
+
+def serve(fd_in: int, fd_out: int) -> int:
+    """Answer requests until Exit or until the parent closes the pipe; returns the exit code."""
+    global _report_fd
+    _report_fd = fd_out
+    send(fd_out, Ready(os.getpid()))
+    while True:
+        try:
+            request = receive(fd_in)
+        except EOFError:
+            return 0
+        if isinstance(request, Exit):
+            return 0
+        reply: JobDone | JobFailed = run_one(request)
+        try:
+            send(fd_out, reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            error = f"the job's outputs could not be sent back: {exc!r}"
+            send(fd_out, JobFailed(error, reply.metrics))

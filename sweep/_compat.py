@@ -1,0 +1,92 @@
+"""Every reach into another library's private or undocumented API, fenced in one place.
+
+Each function names what it relies on; ``tests/test_compat.py`` pins each of them, so an
+upgrade that changes the behaviour fails there, loudly, rather than somewhere in a sweep.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from typing import Any
+
+
+def start_zarr_io_threads(n: int) -> None:
+    """Cap zarr's I/O thread pool at ``n`` and start all ``n`` threads now.
+
+    Relies on: zarr 3's ``zarr.core.sync._get_executor()`` returning the process-wide
+    ``ThreadPoolExecutor`` it does I/O on, and that executor's ``_max_workers`` and
+    ``_threads``. Starting the threads up front matters when uncapped jobs later use up
+    the user's ``ulimit -u``: the writer could no longer start the threads it needs.
+    """
+    import zarr
+
+    if zarr.config.get("threading.max_workers", None) is None:
+        zarr.config.set({"threading.max_workers": n})
+    from zarr.core.sync import _get_executor
+
+    executor = _get_executor()
+    size = executor._max_workers
+    if len(executor._threads) >= size:
+        return
+    barrier = threading.Barrier(size + 1)
+    for _ in range(size):  # each blocked task forces the pool to start one more thread
+        executor.submit(barrier.wait, 10)
+    try:
+        barrier.wait(10)
+    except threading.BrokenBarrierError:  # the pool was busy: it will grow on demand instead
+        pass
+
+
+def jobqueue_parameters(cls: type) -> frozenset[str]:
+    """Every keyword a dask-jobqueue cluster class ``cls`` accepts.
+
+    Relies on: ``cls.job_cls`` (the Job subclass the cluster instantiates) and on the
+    cluster passing unknown keywords through ``dask_jobqueue.core.JobQueueCluster.__init__``
+    to ``job_cls.__init__`` and then ``dask_jobqueue.core.Job.__init__``; their signatures
+    are the options. dask-jobqueue documents the options but exposes no list of them.
+    """
+    from dask_jobqueue.core import Job, JobQueueCluster
+
+    names: set[str] = set()
+    for fn in (cls.job_cls.__init__, Job.__init__, JobQueueCluster.__init__):  # type: ignore[attr-defined]
+        names |= set(inspect.signature(fn).parameters)
+    return frozenset(names)
+
+
+def worker_resources(worker: Any) -> dict[str, float]:
+    """The resources ``worker`` advertises (``--resources threads=N``), e.g. ``{"threads": 4}``.
+
+    Relies on: ``distributed.Worker.state.total_resources`` (the worker state machine's
+    copy of its resources; distributed has no public getter on the worker itself).
+    """
+    return dict(worker.state.total_resources)
+
+
+def http_application(scheduler: Any) -> Any:
+    """The tornado application of the scheduler's HTTP server (the dashboard's), or None.
+
+    Relies on: ``distributed.Scheduler.http_application``, to which a plugin can add
+    routes with ``add_handlers`` next to ``/status``.
+    """
+    return getattr(scheduler, "http_application", None)
+
+
+def worker_plugin(worker: Any, name: str) -> Any:
+    """The plugin registered on ``worker`` under ``name``, or None.
+
+    Relies on: ``distributed.Worker.plugins``, the mapping of name to installed plugin
+    (public attribute, undocumented).
+    """
+    return worker.plugins.get(name)
+
+
+def install_worker_plugin(worker: Any, plugin: Any, name: str) -> None:
+    """Install ``plugin`` on ``worker`` from one of its task threads (runs its ``setup``).
+
+    Relies on: ``distributed.Worker.plugin_add(plugin, name)``, the coroutine the scheduler
+    calls when a client registers a plugin, run on the worker's event loop.
+    """
+    from distributed.utils import sync
+
+    sync(worker.loop, worker.plugin_add, plugin=plugin, name=name)

@@ -1,0 +1,21 @@
+"""The one base class of every error a user is meant to read.
+
+Each subclass's message says what is wrong, where (the recipe key, the path, the option)
+and how to fix it. The CLI prints any :class:`SweepError` as one ``sweep CMD: error: ...``
+line and exits with code 2; nothing has been started or written when one is raised.
+Standard library only: the child imports this package before pinning.
+"""
+
+from __future__ import annotations
+
+
+class SweepError(Exception):
+    """An error with a message written for the user (what, where, how to fix)."""
+
+
+class UsageError(SweepError, ValueError):
+    """A command-line argument that can't work (a store that isn't one, an export format)."""
+
+
+class SweepWarning(UserWarning):
+    """Something that works but may not do what you want (a tight ``ulimit -u``, TLS off)."""

@@ -1,0 +1,104 @@
+"""Events of a running sweep, defined once: what workers and the client announce, and to whom.
+
+They travel as Dask structured events (``log_event``) on the topic ``sweep-<name>``: the
+client announces the sweep (:class:`SweepAnnounced`), a worker announces each point's start,
+each :func:`sweep.report` and its end. The progress display (client side, through
+``subscribe_topic``) and the ``/sweep`` dashboard page (a scheduler plugin) read them back
+with :func:`from_msg`. Dask carries plain mappings, so each event is sent as
+``{"event": <kind>, **fields}`` and rebuilt here; no one else reads the mapping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from sweep.protocol import Report, Status
+
+TOPIC_PREFIX = "sweep-"
+
+
+def topic(sweep: str) -> str:
+    """The Dask event topic of the sweep named ``sweep``."""
+    return TOPIC_PREFIX + sweep
+
+
+def sweep_of(topic_name: str) -> str | None:
+    """The sweep name of a topic, or None for a topic that is not a sweep's."""
+    return topic_name[len(TOPIC_PREFIX) :] if topic_name.startswith(TOPIC_PREFIX) else None
+
+
+@dataclass(frozen=True)
+class SweepAnnounced:
+    """The client's announcement of a sweep: its space and every point's parameters and state."""
+
+    kind: str
+    dims: list[str]
+    coords: dict[str, list[Any]]
+    total: int
+    job: str
+    points: list[dict[str, Any]]  # {"index": [...], "params": {...}, "status": "queued" | "done"}
+
+
+@dataclass(frozen=True)
+class PointStarted:
+    index: tuple[int, ...]
+    host: str
+
+
+@dataclass(frozen=True)
+class PointReported:
+    index: tuple[int, ...]
+    step: int | None
+    values: dict[str, float]
+    attempt: int
+
+    @classmethod
+    def of(cls, index: tuple[int, ...], report: Report, attempt: int) -> PointReported:
+        return cls(index, report.step, report.values, attempt)
+
+    @property
+    def latest(self) -> dict[str, Any]:
+        """What displays show as the point's latest values: the step, then the values."""
+        return {"step": self.step, **self.values}
+
+
+@dataclass(frozen=True)
+class PointEnded:
+    index: tuple[int, ...]
+    status: Status
+    host: str
+    cores: tuple[int, ...]
+    peak_threads: int
+    wall_s: float
+    attempts: int
+
+
+Event = SweepAnnounced | PointStarted | PointReported | PointEnded
+_KINDS: dict[str, type] = {
+    "sweep": SweepAnnounced,
+    "start": PointStarted,
+    "report": PointReported,
+    "end": PointEnded,
+}
+_KIND_OF = {cls: kind for kind, cls in _KINDS.items()}
+
+
+def to_msg(event: Event) -> dict[str, Any]:
+    """The mapping Dask carries for ``event``."""
+    return {"event": _KIND_OF[type(event)], **asdict(event)}
+
+
+def from_msg(msg: Any) -> Event | None:
+    """The event a mapping from :func:`to_msg` holds (keys Dask added are dropped); None if none."""
+    if not isinstance(msg, dict):
+        return None
+    cls = _KINDS.get(msg.get("event", ""))
+    if cls is None:
+        return None
+    known = {f.name for f in fields(cls)}
+    values = {k: v for k, v in msg.items() if k in known}
+    for name in ("index", "cores"):
+        if name in values:
+            values[name] = tuple(values[name])
+    return cls(**values)

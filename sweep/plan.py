@@ -1,0 +1,96 @@
+"""From a validated recipe to the tasks a sweep submits: one :class:`PointTask` per point.
+
+A task is everything a worker needs to run one point (the job, its keyword arguments, the
+cores it leases, its limits, how its child is started) and is small and picklable. Its Dask
+key names the sweep and the point so the dashboard reads ``<sweep>-<param=value,...>-<index>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweep.child import ChildConfig, Limits, default_compile_cache, thread_budget
+from sweep.events import SweepAnnounced
+from sweep.job import JobRef
+from sweep.recipe import LoadedRecipe, Recipe
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """Everything a worker needs to run one point."""
+
+    sweep: str
+    index: tuple[int, ...]
+    job: JobRef
+    kwargs: Mapping[str, Any]
+    threads: int = 1
+    limits: Limits = field(default_factory=Limits)
+    retries: int = 0
+    thread_budget: int = 15
+    config: ChildConfig = field(default_factory=ChildConfig)
+    max_jobs: int = 500
+    max_rss: int | None = None
+
+
+def child_config(recipe: Recipe) -> ChildConfig:
+    """How the recipe's children are started (``child.*`` keys)."""
+    c = recipe.child
+    cache = c.compile_cache
+    cache_dir = default_compile_cache() if cache is True else (cache or None)
+    return ChildConfig(
+        cap=c.cap, compile_cache=cache_dir, platforms=c.platforms, env=tuple(sorted(c.env.items()))
+    )
+
+
+def budget(recipe: Recipe) -> int:
+    """Threads each job may hold: ``resources.thread_budget``, else 10 + 5k."""
+    r = recipe.resources
+    return r.thread_budget or thread_budget(r.threads)
+
+
+def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]]) -> list[PointTask]:
+    """The tasks for the given point indices, in the space's order."""
+    wanted = set(todo)
+    recipe = loaded.recipe
+    r, fixed = recipe.resources, recipe.params.fixed
+    allowed = budget(recipe)
+    limits = Limits(
+        timeout=r.timeout, memory=r.memory, max_threads=allowed if r.on_thread_overflow == "fail" else None
+    )
+    common = dict(
+        sweep=loaded.name,
+        job=loaded.job,
+        threads=r.threads,
+        limits=limits,
+        retries=r.retries,
+        thread_budget=allowed,
+        config=child_config(recipe),
+        max_jobs=recipe.child.max_jobs,
+        max_rss=recipe.child.max_rss,
+    )
+    return [
+        PointTask(index=p.index, kwargs={**fixed, **p.params}, **common)  # type: ignore[arg-type]
+        for p in loaded.space.points()
+        if p.index in wanted
+    ]
+
+
+def task_key(task: PointTask, names: Iterable[str], token: str) -> str:
+    """A Dask key readable on the dashboard: ``name-a=1,b=x-<index>-<token>`` (shortened)."""
+    shown = ",".join(f"{n}={task.kwargs[n]}" for n in names)
+    if len(shown) > 48:
+        shown = shown[:45] + "..."
+    return f"{task.sweep}-{shown}-{'.'.join(map(str, task.index))}-{token}"
+
+
+def announcement(loaded: LoadedRecipe, todo: set[tuple[int, ...]]) -> SweepAnnounced:
+    """What the ``/sweep`` page is told of a sweep: its space, and which points are to run."""
+    space = loaded.space
+    points = [
+        {"index": list(p.index), "params": p.params, "status": "queued" if p.index in todo else "done"}
+        for p in space.points()
+    ]
+    coords = {d: space.coords[d][1].tolist() for d in space.dims if d in space.coords}
+    return SweepAnnounced(space.kind, list(space.dims), coords, len(space), loaded.job.label, points)

@@ -1,0 +1,203 @@
+"""What crosses a process boundary, defined once: parent <-> child messages and the point record.
+
+Parent and child talk over two pipes. A message is an 8-byte big-endian length followed by a
+pickle of one of the dataclasses below:
+
+* parent -> child: :class:`RunJob` (a job and its keyword arguments) or :class:`Exit`;
+* child -> parent: :class:`Ready` once, after start-up; then for each job any number of
+  :class:`Report` (one per :func:`sweep.report` call) and one :class:`JobDone` or
+  :class:`JobFailed`, each carrying the child's :class:`Metrics` for that job.
+
+A :class:`PointRecord` is what became of one point: the parent's :class:`~sweep.child.Child`
+fills in what the child said and what the watch saw, the worker task adds where it ran, the
+client hands it to the store, whose per-point variables are derived from its fields
+(:func:`stored_fields`). Standard library only: the child imports this before any job runs.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    from sweep.job import JobRef
+    from sweep.outputs import Output
+
+Status = Literal["pending", "done", "failed", "timeout", "killed"]
+STATUSES: tuple[Status, ...] = get_args(Status)
+NOT_DONE: tuple[Status, ...] = ("failed", "timeout", "killed")
+
+_HEADER = struct.Struct(">Q")
+
+
+# -- parent -> child ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunJob:
+    """Run ``job(**kwargs)`` and answer with a JobDone or JobFailed."""
+
+    job: JobRef
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Exit:
+    """Leave the request loop and exit 0."""
+
+
+# -- child -> parent ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ready:
+    """Sent once, when the child is pinned and serving."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """One :func:`sweep.report` call: named float values at an optional step."""
+
+    values: dict[str, float]
+    step: int | None
+    time: float
+
+    def row(self, attempt: int) -> dict[str, Any]:
+        """The report as stored (``reports`` JSON) and shown: step, time, attempt, values."""
+        return {"step": self.step, "time": self.time, "attempt": attempt, **self.values}
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """What the child measured of itself over one job."""
+
+    wall_s: float
+    cpu_s: float
+    threads: int
+    peak_rss: int
+    cores: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class JobDone:
+    outputs: dict[str, Output]
+    metrics: Metrics
+
+
+@dataclass(frozen=True)
+class JobFailed:
+    """The job raised (``error`` is the traceback), or its outputs could not be sent back."""
+
+    error: str
+    metrics: Metrics
+
+
+Request = RunJob | Exit
+Reply = Ready | Report | JobDone | JobFailed
+
+
+def send(fd: int, message: Request | Reply) -> None:
+    """Write one framed message to ``fd`` (blocking until all of it is written)."""
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_HEADER.pack(len(payload)) + payload)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("pipe closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive(fd: int) -> Any:
+    """Read one framed message from ``fd``; raises ``EOFError`` when the other end is gone."""
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    return pickle.loads(_read_exact(fd, size))
+
+
+# -- the point record -----------------------------------------------------------------------
+NAN = float("nan")
+TIME_ATTRS = {"units": "seconds since 1970-01-01", "calendar": "proleptic_gregorian"}
+
+
+def _stored(dtype: str, fill: Any, long_name: str, **attrs: str) -> Any:
+    """Field metadata that makes a PointRecord field a per-point variable of the store."""
+    return {"dtype": dtype, "fill": fill, "attrs": {**attrs, "long_name": long_name}}
+
+
+@dataclass
+class PointRecord:
+    """What became of one point. Fields with store metadata are the store's per-point
+    variables, in this order (``status`` last: a point reads done only once all else is written).
+    """
+
+    index: tuple[int, ...]
+    outputs: dict[str, Output] = field(default_factory=dict)
+    attempts: int = field(default=0, metadata=_stored("int32", 0, "attempts made (1 + retries used)"))
+    wall_s: float = field(
+        default=NAN, metadata=_stored("float64", NAN, "job wall time in the child", units="s")
+    )
+    cpu_s: float = field(
+        default=NAN, metadata=_stored("float64", NAN, "CPU time of the child and its children", units="s")
+    )
+    peak_threads: int = field(
+        default=0, metadata=_stored("int32", 0, "most OS threads the child's tree held")
+    )
+    thread_budget: int = field(
+        default=0, metadata=_stored("int32", 0, "threads the job was allowed (10 + 5k by default)")
+    )
+    peak_rss: int = field(
+        default=0, metadata=_stored("int64", 0, "peak resident memory of the job", units="bytes")
+    )
+    cores: tuple[int, ...] = field(
+        default=(), metadata=_stored("str", "", "CPU ids the child was pinned to, comma-separated")
+    )
+    host: str = field(default="", metadata=_stored("str", "", "host the job ran on"))
+    batch_job: str = field(
+        default="", metadata=_stored("str", "", "batch system job id of the worker (SLURM, PBS, ...)")
+    )
+    pid: int = field(default=0, metadata=_stored("int64", 0, "pid of the child that ran the job"))
+    started: float = field(default=NAN, metadata=_stored("float64", NAN, "job start", **TIME_ATTRS))
+    finished: float = field(default=NAN, metadata=_stored("float64", NAN, "job end", **TIME_ATTRS))
+    error: str = field(
+        default="",
+        metadata=_stored("str", "", "the job's traceback, the limit it hit, or how its child died"),
+    )
+    signal: str = field(
+        default="", metadata=_stored("str", "", "signal that killed the child by itself (e.g. SIGSEGV)")
+    )
+    exit_code: int = field(
+        default=0, metadata=_stored("int32", 0, "exit code of a child that exited by itself mid-job")
+    )
+    output_tail: str = field(
+        default="", metadata=_stored("str", "", "last lines of the child's output when it died or was killed")
+    )
+    reports: list[dict[str, Any]] = field(
+        default_factory=list, metadata=_stored("str", "", "JSON list of the job's sweep.report() calls")
+    )
+    status: Status = field(
+        default="failed", metadata=_stored("str", "pending", "one of " + ", ".join(STATUSES))
+    )
+
+    def stored(self, name: str) -> Any:
+        """The value of field ``name`` as the store holds it (cores joined, reports as JSON)."""
+        value = getattr(self, name)
+        if name == "cores":
+            return ",".join(map(str, value))
+        if name == "reports":
+            import json
+
+            return json.dumps(value) if value else ""
+        return value
+
+
+def stored_fields() -> dict[str, dict[str, Any]]:
+    """The store's per-point variables: name -> {dtype, fill, attrs}, in write order."""
+    return {f.name: dict(f.metadata) for f in fields(PointRecord) if f.metadata}

@@ -1,0 +1,58 @@
+"""Reading a sweep's results: the dataset, and the history of its reports.
+
+The store (:mod:`sweep.store`) is plain zarr that ``xarray.open_zarr`` reads as is; these
+add what a user wants on top: text variables as plain strings, loaded or lazy, and every
+:func:`sweep.report` call as a table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def report_history(ds: Any) -> Any:
+    """Every ``sweep.report()`` of every point, as a pandas DataFrame.
+
+    One row per report: the point's sweep coordinates, ``point_id``, ``attempt``, ``step``,
+    ``time`` and the reported values.
+    """
+    import pandas as pd
+
+    rows: list[dict[str, Any]] = []
+    status = ds["status"]
+    for index in np.ndindex(status.shape):
+        text = str(ds["reports"].values[index] or "")
+        if not text:
+            continue
+        where = {d: ds[d].values[i] for d, i in zip(status.dims, index) if d in ds.coords}
+        if "point" in status.dims:
+            where.update({c: ds[c].values[index] for c in ds.coords if ds[c].dims == status.dims})
+        where["point_id"] = ds["point_id"].values[index]
+        rows.extend({**where, **r} for r in json.loads(text))
+    return pd.DataFrame(rows)
+
+
+def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:
+    """Open a sweep's results as an ``xarray.Dataset`` (readable while a sweep writes it).
+
+    ``started``/``finished`` decode to datetimes; ``status`` and the other text variables
+    are strings. ``load=False`` keeps the variables lazy (dask), for large sweeps.
+    """
+    import xarray as xr
+
+    path = Path(path)
+    if not (path / "zarr.json").exists():
+        raise FileNotFoundError(f"{path} is not a sweep result store (no zarr.json)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = xr.open_zarr(str(path), consolidated=False, chunks=None if load else {})
+    for name, var in ds.variables.items():
+        if var.dtype.kind == "T":  # numpy StringDType from zarr v3: plain objects are friendlier
+            ds[name] = var.astype(object)
+    return ds.load() if load else ds

@@ -1,0 +1,86 @@
+"""Each fenced reach into a private or undocumented API (sweep/_compat.py), pinned."""
+
+import threading
+
+import pytest
+from distributed import Client, LocalCluster, WorkerPlugin, get_worker
+
+from sweep import _compat
+from sweep.jobqueue import CLASSES, cluster_class
+
+
+def test_zarr_executor_is_the_pool_zarr_does_io_on_and_gets_all_its_threads():
+    from zarr.core.sync import _get_executor
+
+    _compat.start_zarr_io_threads(4)
+    executor = _get_executor()
+    assert executor._max_workers >= 1
+    assert len(executor._threads) == executor._max_workers
+    names = {t.name for t in threading.enumerate()}
+    assert any(n.startswith("zarr_pool") for n in names), names
+
+
+@pytest.mark.parametrize("kind", sorted(CLASSES))
+def test_jobqueue_parameters_include_the_documented_options(kind):
+    params = _compat.jobqueue_parameters(cluster_class(kind))
+    # documented options of every dask-jobqueue cluster, and one of each scheduler's own
+    assert {
+        "cores",
+        "memory",
+        "job_extra_directives",
+        "log_directory",
+        "interface",
+        "death_timeout",
+    } <= params
+    own = {
+        "slurm": {"account", "walltime"},
+        "pbs": {"resource_spec", "walltime"},
+        "sge": {"resource_spec", "walltime"},
+        "lsf": {"use_stdin", "walltime"},
+        "htcondor": {"disk"},
+    }
+    assert own[kind] <= params
+
+
+class Marker(WorkerPlugin):
+    name = "sweep-test-marker"
+
+    def setup(self, worker=None):
+        self.address = worker.address
+
+
+def test_worker_resources_are_what_it_advertises():
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=2,
+            processes=False,
+            resources={"threads": 2},
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        assert client.submit(lambda: _compat.worker_resources(get_worker())).result(timeout=60) == {
+            "threads": 2
+        }
+
+
+def test_the_scheduler_serves_http_on_a_tornado_application():
+    from tornado.web import Application
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0") as cluster:
+        assert isinstance(_compat.http_application(cluster.scheduler), Application)
+
+
+def test_worker_plugins_are_read_and_installed_from_a_task():
+    def install_then_read():
+        worker = get_worker()
+        assert _compat.worker_plugin(worker, Marker.name) is None
+        _compat.install_worker_plugin(worker, Marker(), Marker.name)
+        return _compat.worker_plugin(worker, Marker.name).address == worker.address
+
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        assert client.submit(install_then_read).result(timeout=60)

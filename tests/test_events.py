@@ -1,0 +1,42 @@
+"""Sweep events as Dask carries them (sweep/events.py)."""
+
+from sweep import events
+from sweep.dashboard import SweepPage
+
+
+def test_events_survive_the_mapping_dask_carries_with_extra_keys():
+    sent = [
+        events.PointStarted((1, 2), "node1"),
+        events.PointReported((1, 2), 3, {"loss": 0.5}, 1),
+        events.PointEnded((1, 2), "done", "node1", (0,), 15, 1.5, 1),
+    ]
+    for e in sent:
+        msg = {**events.to_msg(e), "worker": "tcp://127.0.0.1:1"}
+        assert events.from_msg(msg) == e
+    assert events.from_msg({"event": "unknown"}) is None
+    assert events.from_msg("not a mapping") is None
+
+
+def test_topics_name_their_sweep():
+    assert events.sweep_of(events.topic("demo")) == "demo"
+    assert events.sweep_of("other-topic") is None
+
+
+def test_the_sweep_page_follows_a_points_life():
+    page = SweepPage()
+    t = events.topic("demo")
+    announce = events.SweepAnnounced("grid", ["x"], {"x": [0, 1]}, 2, "jobs:f", [
+        {"index": [0], "params": {"x": 0}, "status": "queued"},
+        {"index": [1], "params": {"x": 1}, "status": "done"},
+    ])  # fmt: skip
+    page.log_event(t, events.to_msg(announce))
+    page.log_event(t, events.to_msg(events.PointStarted((0,), "h")))
+    page.log_event(t, events.to_msg(events.PointReported((0,), 2, {"loss": 0.25}, 1)))
+    (sweep,) = page.snapshot()["sweeps"]
+    first = sweep["points"][0]
+    assert first["status"] == "running" and first["latest"] == {"step": 2, "loss": 0.25}
+    page.log_event(t, events.to_msg(events.PointEnded((0,), "failed", "h", (1,), 15, 0.5, 2)))
+    first = page.snapshot()["sweeps"][0]["points"][0]
+    assert first["status"] == "failed" and first["cores"] == [1] and first["attempts"] == 2
+    page.log_event("not-a-sweep", events.to_msg(events.PointStarted((1,), "h")))
+    assert page.snapshot()["sweeps"][0]["points"][1]["status"] == "done"
