@@ -90,3 +90,12 @@ def install_worker_plugin(worker: Any, plugin: Any, name: str) -> None:
     from distributed.utils import sync
 
     sync(worker.loop, worker.plugin_add, plugin=plugin, name=name)
+
+
+def chunk_key(array: Any, block: tuple[int, ...]) -> str:
+    """The path, relative to the array's folder, of the chunk file at ``block``.
+
+    Relies on: zarr 3's ``Array.metadata.encode_chunk_key`` (the array's chunk key encoding,
+    e.g. ``c/0/1``), the key a local store writes the chunk under.
+    """
+    return str(array.metadata.encode_chunk_key(block))

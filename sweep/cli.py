@@ -224,10 +224,12 @@ def _open(path: str):
 
 def _status(args: argparse.Namespace) -> int:
     from sweep.protocol import NOT_DONE
-    from sweep.store import last_run
+    from sweep.store import last_run, lost_points
 
     ds = _open(args.output)
     status = ds["status"].values.ravel().astype(str)
+    lost = lost_points(args.output).ravel()
+    status[lost] = "damaged"
     counts = Counter(status)
     total = status.size
     print(
@@ -237,6 +239,9 @@ def _status(args: argparse.Namespace) -> int:
     for name in ("done", *NOT_DONE, "pending"):
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")
+    if counts["damaged"]:
+        print(f"  damaged  {counts['damaged']} (done, but their stored outputs are missing or unreadable; "
+              "`sweep submit` again recomputes them)")  # fmt: skip
     errors = ds["error"].values.ravel().astype(str)
     ids = ds["point_id"].values.ravel().astype(str)
     shown = 0

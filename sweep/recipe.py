@@ -24,6 +24,26 @@ from sweep.job import JobError, JobRef, callable_ref, check_signature, job_param
 from sweep.space import SPACES, Space, SpaceError, build_space
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML with 1.2's numbers: ``1e-3``, ``2E+2`` and ``.5`` are floats, not strings.
+
+    PyYAML follows YAML 1.1, whose floats need a dot (``1.0e-3``); a recipe's ``1e-3`` would
+    reach the job as the string ``'1e-3'``. Integers keep their own resolver, which runs first.
+    """
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$"),
+    list("-+0123456789."),
+)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse recipe YAML (and ``--set`` values) with YAML 1.2's numbers."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
 class RecipeError(SweepError, ValueError):
     """An invalid recipe. ``str()`` is one line per problem: ``where: key: what; fix``."""
 
@@ -192,7 +212,7 @@ class Recipe(_Model):
         except OSError as exc:
             raise RecipeError(f"{path}: cannot read the recipe: {exc.strerror}") from None
         try:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -236,7 +256,7 @@ def _apply_override(data: dict, item: str, source: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise RecipeError(f"--set {item!r}: {part} is not a mapping in {source}")
-    node[parts[-1]] = yaml.safe_load(raw)
+    node[parts[-1]] = load_yaml(raw)
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from sweep.integrity import check_metadata
+
 
 def report_history(ds: Any) -> Any:
     """Every ``sweep.report()`` of every point, as a pandas DataFrame.
@@ -49,9 +51,13 @@ def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:
     path = Path(path)
     if not (path / "zarr.json").exists():
         raise FileNotFoundError(f"{path} is not a sweep result store (no zarr.json)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds = xr.open_zarr(str(path), consolidated=False, chunks=None if load else {})
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ds = xr.open_zarr(str(path), consolidated=False, chunks=None if load else {})
+    except Exception:
+        check_metadata(path)  # names a damaged metadata file, if that is the cause
+        raise
     for name, var in ds.variables.items():
         if var.dtype.kind == "T":  # numpy StringDType from zarr v3: plain objects are friendlier
             ds[name] = var.astype(object)

@@ -49,24 +49,29 @@ def _axis_values(where: str, values: Any, unique: bool = True) -> np.ndarray:
     """Validate one axis' values and return them as a 1-d numpy array (numbers or strings)."""
     if not isinstance(values, Sequence) or isinstance(values, str) or len(values) == 0:
         raise SpaceError(f"{where}: give a non-empty list of values, e.g. [1, 2, 4]")
-    kinds = set()
-    for v in values:
-        if isinstance(v, bool):
-            kinds.add("bool")
-        elif isinstance(v, int | float | np.integer | np.floating):
-            kinds.add("number")
-        elif isinstance(v, str):
-            kinds.add("str")
-        else:
-            raise SpaceError(f"{where}: value {v!r} is a {type(v).__name__}; use numbers or strings")
-    if len(kinds) > 1:
-        raise SpaceError(f"{where}: mixes {sorted(kinds)}; keep one type per axis")
+    kinds = [_kind(v, where) for v in values]
+    for v, kind in zip(values, kinds):
+        if kind != kinds[0]:
+            raise SpaceError(
+                f"{where}: value {v!r} is a {kind} among {kinds[0]}s (first: {values[0]!r}); keep one type "
+                "per axis (quote numbers meant as text)"
+            )
     if unique and len(set(values)) != len(values):
         dup = sorted({str(v) for v in values if list(values).count(v) > 1})
         raise SpaceError(f"{where}: repeated value(s) {dup}; each value once")
-    if kinds == {"str"}:
+    if kinds[0] == "str":
         return np.array(list(values), dtype=object)
     return np.asarray(values)
+
+
+def _kind(v: Any, where: str) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int | float | np.integer | np.floating):
+        return "number"
+    if isinstance(v, str):
+        return "str"
+    raise SpaceError(f"{where}: value {v!r} is a {type(v).__name__}; use numbers or strings")
 
 
 def _python(v: Any) -> Any:

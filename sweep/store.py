@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import math
 import os
 import shutil
@@ -27,15 +28,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 
-from sweep import _compat
+from sweep import _compat, integrity
 from sweep.errors import SweepError
 from sweep.protocol import PointRecord, stored_fields
 
 LOCK_NAME = ".sweep.lock"
+log = logging.getLogger(__name__)
 # zarr's I/O thread pool is capped and fills up while the store is opened, before any job
 # runs: once uncapped jobs have used up the user's `ulimit -u`, the client could not start
 # the threads it needs to write results.
@@ -90,15 +92,17 @@ class Store:
     """An open, locked result store for one sweep. Use :meth:`open` and :meth:`close`."""
 
     def __init__(self, path: Path, lock_fd: int) -> None:
-        import zarr
-
         self.path = path
         self._lock_fd = lock_fd
-        self.group: Any = cast(Any, zarr.open_group(str(path), mode="r+"))
+        self.group: Any = _open_group(path, "r+")
         self._arrays: dict[str, Any] = {}
         self.dims: tuple[str, ...] = tuple(json.loads(self.group.attrs["sweep_dims"]))
         self.shape: tuple[int, ...] = self.group["status"].shape
-        self.outputs: dict[str, list[str]] = json.loads(self.group.attrs.get("sweep_outputs", "{}"))
+        # an output whose variable is gone is created again by the next point that returns it
+        self.outputs: dict[str, list[str]] = {
+            name: dims for name, dims in _outputs(self.group).items() if (path / name / "zarr.json").exists()
+        }
+        self._coords: dict[str, np.ndarray | None] = {}
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -148,8 +152,19 @@ class Store:
         return np.asarray(self.group["status"][...], dtype=object)
 
     def todo(self) -> set[tuple[int, ...]]:
-        """Indices of points not yet ``done`` (missing, failed, timed out or killed)."""
-        return {tuple(int(i) for i in ix) for ix in np.argwhere(self.statuses() != "done")}
+        """Indices of points not yet ``done`` (missing, failed, timed out or killed).
+
+        Done points whose stored outputs are missing or unreadable are set back to
+        ``pending`` first (see :mod:`sweep.integrity`), so they are among them.
+        """
+        statuses = self.statuses()
+        done = statuses == "done"
+        lost = integrity.lost_points(self.group, self.path, _outputs(self.group), done)
+        if lost.any():
+            lost_ix = [tuple(int(i) for i in ix) for ix in np.argwhere(lost)]
+            log.warning("%s: %d done point(s) lost their outputs; they run again", self.path, len(lost_ix))
+            self._put("status", lost_ix, ["pending"] * len(lost_ix))
+        return {tuple(int(i) for i in ix) for ix in np.argwhere(~done | lost)}
 
     def run_started(self) -> None:
         """Mark the store as being run by this process (``sweep_run_state = running``).
@@ -209,23 +224,28 @@ class Store:
         return array
 
     def _checked(self, record: PointRecord) -> PointRecord:
+        """The record, or a failed one with the reason when its outputs don't fit the store."""
         try:
             for name, out in record.outputs.items():
+                integrity.check_coords(name, out, self._stored_coords(out.dims))
                 dims = self.outputs.get(name)
                 if dims is None:
                     self._add_output(name, out)
                     continue
-                own_dims = tuple(dims[len(self.dims) :])
-                shape = self._array(name).shape[len(self.dims) :]
-                if tuple(out.dims) != own_dims or np.shape(out.values) != shape:
-                    raise ValueError(
-                        f"output {name!r} has dims {out.dims} shape {np.shape(out.values)} here, "
-                        f"but {own_dims} shape {shape} in the store "
-                        "(outputs must keep their shape across points)"
-                    )
+                array = self._array(name)
+                n = len(self.dims)
+                integrity.check_fits(name, out, tuple(dims[n:]), array.shape[n:], array.dtype)
         except (ValueError, TypeError) as exc:
             record = replace(record, status="failed", outputs={}, error=str(exc))
         return record
+
+    def _stored_coords(self, dims: tuple[str, ...]) -> dict[str, np.ndarray | None]:
+        """The store's coordinate values of each of ``dims`` some output already uses."""
+        used = {d for out_dims in self.outputs.values() for d in out_dims[len(self.dims) :]}
+        for d in set(dims) & used:
+            if d not in self._coords:
+                self._coords[d] = np.asarray(self.group[d][...]) if d in self.group else None
+        return {d: self._coords[d] for d in dims if d in used}
 
     def _add_output(self, name: str, out: Any) -> None:
         import dask.array as da
@@ -243,6 +263,7 @@ class Store:
         chunks = _chunks(self.shape, min(POINTS_PER_CHUNK, OUTPUT_CHUNK_BYTES // per_point)) + values.shape
         data = da.full(shape, np.nan, dtype=dtype, chunks=chunks)
         coords = {d: c for d, c in out.coords.items() if d not in self.group}
+        self._coords.update({d: np.asarray(c) for d, c in coords.items()})
         ds = xr.Dataset({name: (self.dims + tuple(out.dims), data)}, coords=coords)
         encoding = {name: {"fill_value": np.nan, "chunks": chunks}}
         with warnings.catch_warnings():
@@ -250,6 +271,28 @@ class Store:
             ds.to_zarr(str(self.path), mode="a", compute=False, consolidated=False, encoding=encoding)
         self.outputs[name] = list(self.dims + tuple(out.dims))
         self.set_attrs(sweep_outputs=self.outputs)
+
+
+def _open_group(path: Path, mode: Literal["r", "r+"]) -> Any:
+    """The store's zarr group; StoreDamaged naming the file when its metadata can't be read."""
+    import zarr
+
+    try:
+        return cast(Any, zarr.open_group(str(path), mode=mode))
+    except Exception:
+        integrity.check_metadata(path)
+        raise
+
+
+def _outputs(group: Any) -> dict[str, list[str]]:
+    return dict(json.loads(group.attrs.get("sweep_outputs", "{}")))
+
+
+def lost_points(path: str | os.PathLike) -> np.ndarray:
+    """Mask of the store's done points whose outputs are missing or unreadable (read only)."""
+    group = _open_group(Path(path), "r")
+    done = np.asarray(group["status"][...], dtype=object) == "done"
+    return integrity.lost_points(group, Path(path), _outputs(group), done)
 
 
 def _now() -> str:
@@ -308,7 +351,11 @@ def _lock(path: Path) -> int:
 
 
 def _read_attrs(path: Path) -> dict[str, Any]:
-    return json.loads((path / "zarr.json").read_text()).get("attributes", {})
+    try:
+        return dict(json.loads((path / "zarr.json").read_text()).get("attributes", {}))
+    except json.JSONDecodeError:
+        integrity.check_metadata(path)
+        raise
 
 
 def _clear(path: Path) -> None:

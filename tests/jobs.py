@@ -142,3 +142,26 @@ def rendezvous(x: int, folder: str, n: int = 2, seconds: float = 1.0, wait: floa
         time.sleep(0.05)
     time.sleep(seconds)
     return {"value": float(x)}
+
+
+def drift(x: int, how: str) -> dict:
+    """x == 1 returns one schema; other points drift from it the way ``how`` says."""
+    import numpy as np
+    import xarray as xr
+
+    if how == "complex":
+        return {"v": np.ones(2) if x == 1 else np.ones(2) * (1 + 2j)}
+    if how == "overflow":
+        return {"v": np.ones(2, dtype=np.float32) if x == 1 else np.full(2, 1e300)}
+    if how == "coords":
+        t = [0.0, 1.0, 2.0] if x == 1 else [0.0, 10.0, 20.0]
+        return {"v": xr.DataArray(np.ones(3) * x, dims=["t"], coords={"t": t})}
+    return {"v": np.ones(2) * x}
+
+
+def typed(x, **fixed) -> dict:
+    """Returns 1.0 per parameter that arrived as a float (int for ints), else fails."""
+    bad = {k: type(v).__name__ for k, v in {"x": x, **fixed}.items() if not isinstance(v, int | float)}
+    if bad:
+        raise TypeError(f"parameters arrived as {bad}")
+    return {"value": float(x)}

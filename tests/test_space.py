@@ -53,7 +53,7 @@ def test_random_and_lhs_are_seeded_and_within_bounds():
     ("kind", "spec", "message"),
     [
         ("grid", {"a": [[1], [2]]}, "is a list"),
-        ("grid", {"a": [True, 1]}, "mixes"),
+        ("grid", {"a": [True, 1]}, "value 1 is a number among bools"),
         ("zip", {}, "at least one axis"),
         ("list", [], "at least one point"),
         ("random", {"n": 3, "axes": {"x": {"low": 0}}}, "give [low, high]"),

@@ -1,0 +1,118 @@
+"""What keeps a stored point honest: an output fits the store exactly, or its point fails;
+a done point whose stored outputs are gone or unreadable is not done.
+
+Rules (README, "The result dataset"):
+
+* The first point that returns an output fixes its schema: dims, shape, dtype (floating and
+  complex kept, integers and booleans stored as float64) and dimension coordinates.
+* A later point's output must convert to that dtype exactly (no lost imaginary part, no
+  overflow to ``inf``, no rounding) and carry the same coordinates; otherwise its point is
+  ``failed`` with the reason and none of its outputs are written.
+* On resume, every done point's output chunks must exist and decode; the points of a chunk
+  (or of a variable) that is missing or unreadable are not done, and run again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sweep.errors import SweepError
+from sweep.outputs import Output
+
+
+class StoreDamaged(SweepError, RuntimeError):
+    """A metadata file of the store can't be read; the message names it."""
+
+
+def check_fits(
+    name: str, out: Output, dims: tuple[str, ...], shape: tuple[int, ...], dtype: np.dtype
+) -> None:
+    """Raise ValueError (the reason) unless ``out`` fits output ``name`` of the store exactly."""
+    values = np.asarray(out.values)
+    if tuple(out.dims) != dims or values.shape != shape:
+        raise ValueError(
+            f"output {name!r} has dims {out.dims} shape {values.shape} here, but {dims} shape {shape} "
+            "in the store (outputs must keep their shape across points)"
+        )
+    if not _converts_exactly(values, dtype):
+        raise ValueError(
+            f"output {name!r} is {values.dtype} here but {dtype} in the store (set by the first point "
+            f"that returned it), and its values don't convert exactly; return one dtype on every point"
+        )
+
+
+def _converts_exactly(values: np.ndarray, dtype: np.dtype) -> bool:
+    if values.dtype.kind == "c" and dtype.kind != "c":
+        return False
+    with np.errstate(all="ignore"):
+        back = values.astype(dtype).astype(values.dtype)
+    return bool(np.array_equal(back, values, equal_nan=values.dtype.kind in "fc"))
+
+
+def check_coords(name: str, out: Output, stored: Mapping[str, np.ndarray | None]) -> None:
+    """Raise ValueError unless ``out``'s dimension coordinates are the ones the store has.
+
+    ``stored`` maps each of ``out``'s dims to the store's coordinate values, or None when the
+    store has no coordinate (or no variable yet) for that dim; a dim the store doesn't know
+    yet is not in ``stored``.
+    """
+    for dim in out.dims:
+        if dim not in stored:
+            continue
+        have, got = stored[dim], out.coords.get(dim)
+        if have is None and got is None:
+            continue
+        if have is None or got is None or not np.array_equal(np.asarray(got), have):
+            shown_got = "none" if got is None else str(np.asarray(got).tolist())
+            shown_have = "none" if have is None else str(have.tolist())
+            raise ValueError(
+                f"output {name!r}: coordinate {dim!r} is {shown_got} here but {shown_have} in the store; "
+                "return the same coordinates on every point"
+            )
+
+
+def lost_points(group: Any, path: Path, outputs: Mapping[str, list[str]], done: np.ndarray) -> np.ndarray:
+    """Mask of done points whose stored outputs are missing or unreadable."""
+    lost = np.zeros(done.shape, dtype=bool)
+    sweep_ndim = done.ndim
+    for name in outputs:
+        if not (path / name / "zarr.json").exists():
+            lost |= done
+            continue
+        array = group[name]
+        chunks = array.chunks[:sweep_ndim]
+        blocks = {tuple(int(i) // c for i, c in zip(ix, chunks)) for ix in np.argwhere(done)}
+        for block in blocks:
+            if not _block_readable(array, path / name, block + (0,) * (array.ndim - sweep_ndim)):
+                where = tuple(slice(b * c, (b + 1) * c) for b, c in zip(block, chunks))
+                lost[where] |= done[where]
+    return lost
+
+
+def _block_readable(array: Any, folder: Path, block: tuple[int, ...]) -> bool:
+    from sweep import _compat
+
+    if not (folder / _compat.chunk_key(array, block)).is_file():
+        return False
+    try:
+        array.blocks[block]
+    except Exception:  # a chunk that doesn't decode, whatever the codec says
+        return False
+    return True
+
+
+def check_metadata(path: Path) -> None:
+    """Raise StoreDamaged naming the first metadata file under ``path`` that isn't valid JSON."""
+    for meta in sorted(path.rglob("zarr.json")):
+        try:
+            json.loads(meta.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StoreDamaged(
+                f"{meta}: damaged store metadata ({exc}); restore the file, or run with --force "
+                "(or another --output) to start over"
+            ) from None

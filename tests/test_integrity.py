@@ -1,0 +1,102 @@
+"""A point is `done` only if what is stored is what its job returned (found by trying).
+
+Each scenario runs real jobs on the session's LocalCluster into a real zarr store.
+"""
+
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+
+from sweep import Sweep, open_results
+from sweep.cli import main
+from sweep.recipe import Recipe
+from tests.conftest import JOBS, job
+
+
+def drift(client, out, how):
+    s = Sweep(job("drift"), {"grid": {"x": [1, 2, 3]}, "fixed": {"how": how}}, output=out)
+    return s.run(client=client, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [
+        ("complex", "complex128 here but float64 in the store"),
+        ("overflow", "float64 here but float32 in the store"),
+        ("coords", "coordinate 't' is [0.0, 10.0, 20.0] here but [0.0, 1.0, 2.0] in the store"),
+    ],
+)
+def test_an_output_that_drifts_from_the_stores_schema_fails_its_point(client, out, how, reason):
+    ds = drift(client, out, how)
+    assert ds["status"].sel(x=1).item() == "done"
+    assert (ds["status"].sel(x=[2, 3]) == "failed").all(), ds["status"].values
+    assert reason in ds["error"].sel(x=2).item(), ds["error"].sel(x=2).item()
+    assert np.isnan(ds["v"].sel(x=[2, 3]).values).all()  # nothing half-stored under a failed point
+
+
+def test_outputs_that_fit_the_store_exactly_are_done(client, out):
+    ds = drift(client, out, "same")
+    assert (ds["status"] == "done").all()
+    assert ds["v"].sel(x=3).values.tolist() == [3.0, 3.0]
+
+
+def test_yaml_numbers_are_numbers_in_recipes_and_overrides(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "job: "
+        + f"{JOBS}:typed\n"
+        + "params:\n  grid: {x: [1e-3, 1.0e308, 2E+2, .5, -3]}\n  fixed: {lr: 1e-2}\n"
+    )
+    loaded = Recipe.load(recipe, ["params.fixed.k=1e+3"])
+    assert [type(v) for v in loaded.space.coords["x"][1]] == [np.float64] * 5
+    assert loaded.recipe.params.fixed == {"lr": 0.01, "k": 1000.0}
+    assert Recipe.load(recipe, ["params.fixed.k=3"]).recipe.params.fixed["k"] == 3
+
+
+def test_a_mixed_axis_names_the_values(tmp_path):
+    from sweep.recipe import RecipeError
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"job: {JOBS}:typed\nparams:\n  grid: {{x: [1, 2, abc]}}\n")
+    with pytest.raises(RecipeError, match=r"'abc' is a str among numbers"):
+        Recipe.load(recipe)
+
+
+def damaged_rerun(client, out, tmp_path, damage):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {"job": f"{JOBS}:square", "params": {"grid": {"x": [1.0, 2.0, 3.0, 4.0]}}, "output": str(out)}
+        )
+    )
+    first = Sweep.from_yaml(recipe).run(client=client, progress=False)
+    assert (first["status"] == "done").all()
+    damage(out)
+    assert main(["status", str(out)]) == 1  # the damage is seen before anything runs
+    again = Sweep.from_yaml(recipe).run(client=client, progress=False)
+    assert (again["status"] == "done").all()
+    np.testing.assert_array_equal(again["curve"].values, first["curve"].values)
+    return first, again
+
+
+def test_a_deleted_output_chunk_is_not_done_and_runs_again(client, out, tmp_path):
+    def damage(path):
+        chunks = sorted(p for p in (path / "curve").rglob("*") if p.is_file() and p.name != "zarr.json")
+        chunks[0].unlink()
+
+    first, again = damaged_rerun(client, out, tmp_path, damage)
+    assert (again["started"].values > first["started"].values).all()  # one chunk held every point
+
+
+def test_a_deleted_output_variable_is_not_done_and_runs_again(client, out, tmp_path):
+    damaged_rerun(client, out, tmp_path, lambda path: shutil.rmtree(path / "vec"))
+
+
+def test_damaged_metadata_is_one_line_naming_the_file(client, out, tmp_path, capsys):
+    Sweep(job("square"), {"grid": {"x": [1.0]}}, output=out).run(client=client, progress=False)
+    (out / "y" / "zarr.json").write_text("{not json")
+    assert main(["status", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(out / "y" / "zarr.json") in err, err
