@@ -34,6 +34,9 @@ def _die_with_parent(ppid: int) -> None:
 def main(argv: list[str]) -> int:
     cores_arg, fd_in, fd_out, ppid = argv
     _pin(cores_arg)
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a worker may have it blocked
     _die_with_parent(int(ppid))
     preloaded = sorted(m for m in ("numpy", "jax", "jaxlib") if m in sys.modules)
     if preloaded:

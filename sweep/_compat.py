@@ -99,3 +99,16 @@ def chunk_key(array: Any, block: tuple[int, ...]) -> str:
     e.g. ``c/0/1``), the key a local store writes the chunk under.
     """
     return str(array.metadata.encode_chunk_key(block))
+
+
+def start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now, from this thread.
+
+    Relies on: ``multiprocessing.resource_tracker.ensure_running()`` blocking SIGINT and
+    SIGTERM around the tracker's spawn and then *unblocking* them in the calling thread, and
+    doing nothing once the tracker runs. Started first, it can't unblock SIGINT in the
+    thread that later spawns Dask's worker processes, which must inherit it blocked.
+    """
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()

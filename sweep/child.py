@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +60,32 @@ CAPPED_TO_ONE = (
 )
 # Set by distributed's nanny in every worker (distributed.nanny.pre-spawn-environ).
 NANNY_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_")
+MULTIPLYING_FLAGS = ("--xla_force_host_platform_device_count",)
+MULTIPLYING_VARS = ("JAX_NUM_CPU_DEVICES",)
 SAMPLE_S = 0.1
 START_TIMEOUT_S = 120.0
 SPAWN_RETRIES = 8
+
+
+def without_multipliers(env: dict[str, str]) -> dict[str, str]:
+    """``env`` less what makes one JAX process hold several CPU devices: the
+    ``--xla_force_host_platform_device_count`` token of ``XLA_FLAGS`` and ``JAX_NUM_CPU_DEVICES``.
+    Each device brings its own PjRt threads, so a user's shell setting would break the budget."""
+    flags = env.get("XLA_FLAGS", "").split()
+    kept = [f for f in flags if not f.startswith(MULTIPLYING_FLAGS)]
+    if len(kept) != len(flags):
+        env["XLA_FLAGS"] = " ".join(kept)
+        if not kept:
+            del env["XLA_FLAGS"]
+    for name in MULTIPLYING_VARS:
+        env.pop(name, None)
+    return env
+
+
+def multipliers(env: Mapping[str, str]) -> list[str]:
+    """The settings in ``env`` that :func:`without_multipliers` drops, for a warning."""
+    found = [f for f in env.get("XLA_FLAGS", "").split() if f.startswith(MULTIPLYING_FLAGS)]
+    return found + [f"{n}={env[n]}" for n in MULTIPLYING_VARS if n in env]
 
 
 def default_compile_cache() -> str:
@@ -88,8 +111,12 @@ class ChildConfig:
     env: tuple[tuple[str, str], ...] = ()
 
     def environ(self, cores: Sequence[int], base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The child's full environment for a lease of ``cores``."""
-        env = dict(os.environ if base is None else base)
+        """The child's full environment for a lease of ``cores``.
+
+        Inherited settings that multiply XLA's CPU devices (and with them its pools) are
+        dropped (:func:`without_multipliers`); ``child.env`` may set them on purpose.
+        """
+        env = without_multipliers(dict(os.environ if base is None else base))
         for name in NANNY_VARS:
             env.pop(name, None)
         if self.cap:
@@ -146,8 +173,15 @@ class Child:
         self.cores = tuple(sorted(cores))
         self.config = config
         self.jobs_run = 0
+        spawn_config = config
         if config.compile_cache:
-            Path(config.compile_cache).mkdir(parents=True, exist_ok=True)
+            try:
+                Path(config.compile_cache).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                log.warning(
+                    "compile cache %s unusable (%s); child runs without it", config.compile_cache, exc
+                )
+                spawn_config = replace(config, compile_cache=None)
         log_fd, self.log_path = tempfile.mkstemp(prefix="sweep-child-", suffix=".log")
         os.close(log_fd)
         req_r, self._req_w = os.pipe()
@@ -155,7 +189,7 @@ class Child:
         pin = ",".join(map(str, self.cores)) if config.cap else ""
         args = [sys.executable, "-m", "sweep._bootstrap", pin, str(req_r), str(rep_w), str(os.getpid())]
         try:
-            self.proc = self._spawn(args, (req_r, rep_w), config.environ(self.cores))
+            self.proc = self._spawn(args, (req_r, rep_w), spawn_config.environ(self.cores))
         finally:
             os.close(req_r)
             os.close(rep_w)
@@ -332,6 +366,12 @@ class Child:
                 break
         record.peak_threads = max(record.peak_threads, peak_threads)
         record.peak_rss = max(record.peak_rss, peak_rss)
+        # a job shorter than SAMPLE_S is seen only by its end-of-job count and a last sample
+        if self.alive() and limits.max_threads:
+            record.peak_threads = max(record.peak_threads, self._sample()[0])
+            hit = limits.exceeded(0.0, 0, record.peak_threads)
+            if hit:
+                self._record_kill(record, *hit)
 
     def _take_reply(
         self, record: PointRecord, attempt: int, on_report: Callable[[Report], None] | None

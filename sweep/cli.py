@@ -2,7 +2,9 @@
 
 Exit codes: 0 every point done; 1 the sweep ran but some points are not done; 2 bad input
 (recipe, output in use or made by another recipe, cluster that can't fit the jobs):
-nothing was started and the output was not touched.
+nothing was started and the output was not touched; 3 the store could not be written (file
+system full): the points written are kept; 130 interrupted (Ctrl-C): the points written are
+kept. Every error is one line; a rerun resumes.
 
 SIGPIPE: commands that print and exit (:data:`PRINTING`) die quietly when their reader goes
 away (``sweep status out.zarr | head``). ``submit`` hosts the Dask scheduler and client, whose
@@ -26,7 +28,7 @@ from typing import TextIO
 
 from sweep.errors import SweepError, UsageError
 
-EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 # Commands that print and exit; only these may die by SIGPIPE.
 PRINTING = frozenset({"validate", "status", "results", "doctor"})
 
@@ -145,7 +147,26 @@ def main(argv: list[str] | None = None) -> int:
         return commands[args.command](args)
     except SweepError as exc:
         print(f"sweep {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exc.exit_code
+    except KeyboardInterrupt:
+        if argv is None:  # a second Ctrl-C while the interpreter exits would print a traceback
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print(f"sweep {args.command}: {_interrupted(args)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    """What an interrupted command tells: for submit, how many points its store holds."""
+    if args.command != "submit":
+        return "interrupted"
+    try:  # the interrupt may have come in the middle of an import: anything can fail here
+        from sweep.results import open_results
+
+        output = _load(args).output
+        done = int((open_results(output)["status"] == "done").sum())
+    except Exception:
+        return "interrupted"
+    return f"interrupted; {done} points saved in {output}; submit again to resume"
 
 
 def _setup_logging(verbose: int) -> None:

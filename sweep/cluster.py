@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import warnings
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from typing import Any
 
 from distributed import Client, LocalCluster
 
-from sweep import jobqueue
+from sweep import _compat, jobqueue
 from sweep.errors import SweepError, SweepWarning
 from sweep.recipe import ClusterSettings
 
@@ -48,17 +49,38 @@ def local_cluster(threads: int | None = None, dashboard: str = "127.0.0.1:8787")
     """The cluster of ``kind: local``: one worker process with ``threads`` cores (default: all
     of this process's affinity), ``nthreads`` and ``resources={"threads": N}`` to match, every
     server and the dashboard on 127.0.0.1. Use it from a notebook to keep children warm
-    across sweeps: ``client = Client(sweep.local_cluster())``, then ``Sweep.run(client=client)``."""
+    across sweeps: ``client = Client(sweep.local_cluster())``, then ``Sweep.run(client=client)``.
+
+    The worker process (and Dask's event-loop thread that spawns it) starts with SIGINT
+    blocked, so a terminal's Ctrl-C (sent to the whole process group) reaches only this
+    process, which closes the cluster itself; a Ctrl-C during the start is delivered here
+    right after it."""
     n = threads or local_cores()
-    return LocalCluster(
-        n_workers=1,
-        threads_per_worker=n,
-        processes=True,
-        resources={"threads": n},
-        host="127.0.0.1",
-        dashboard_address=dashboard,
-        silence_logs=logging.ERROR,
-    )
+    with _sigint_deferred():
+        return LocalCluster(
+            n_workers=1,
+            threads_per_worker=n,
+            processes=True,
+            resources={"threads": n},
+            host="127.0.0.1",
+            dashboard_address=dashboard,
+            silence_logs=logging.ERROR,
+        )
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Block SIGINT in this (main) thread while threads and processes are started: they
+    inherit the mask, and a SIGINT that arrives meanwhile is delivered when it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _compat.start_resource_tracker()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def preflight(settings: ClusterSettings, threads: int) -> None:

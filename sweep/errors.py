@@ -10,7 +10,13 @@ from __future__ import annotations
 
 
 class SweepError(Exception):
-    """An error with a message written for the user (what, where, how to fix)."""
+    """An error with a message written for the user (what, where, how to fix).
+
+    ``exit_code`` is what the ``sweep`` command exits with: 2 (bad input, nothing started)
+    unless a subclass says otherwise.
+    """
+
+    exit_code = 2
 
 
 class UsageError(SweepError, ValueError):

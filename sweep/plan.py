@@ -7,11 +7,15 @@ key names the sweep and the point so the dashboard reads ``<sweep>-<param=value,
 
 from __future__ import annotations
 
+import tempfile
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sweep.child import ChildConfig, Limits, default_compile_cache, thread_budget
+from sweep.errors import SweepWarning
 from sweep.events import SweepAnnounced
 from sweep.job import JobRef
 from sweep.recipe import LoadedRecipe, Recipe
@@ -35,13 +39,37 @@ class PointTask:
 
 
 def child_config(recipe: Recipe) -> ChildConfig:
-    """How the recipe's children are started (``child.*`` keys)."""
+    """How the recipe's children are started (``child.*`` keys).
+
+    A compile cache this process can't write is dropped with a warning (the children run
+    without it) rather than failing every point.
+    """
     c = recipe.child
     cache = c.compile_cache
     cache_dir = default_compile_cache() if cache is True else (cache or None)
+    problem = cache_dir and _unwritable(cache_dir)
+    if problem:
+        warnings.warn(
+            f"the JAX compile cache {cache_dir} can't be written ({problem}); the children run "
+            "without it. Set child.compile_cache to a writable path (or false)",
+            SweepWarning,
+            stacklevel=3,
+        )
+        cache_dir = None
     return ChildConfig(
         cap=c.cap, compile_cache=cache_dir, platforms=c.platforms, env=tuple(sorted(c.env.items()))
     )
+
+
+def _unwritable(folder: str) -> str | None:
+    """Why ``folder`` can't be made and written to, or None."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def budget(recipe: Recipe) -> int:

@@ -28,6 +28,7 @@ from typing import Any
 from distributed import Client, Future, as_completed
 
 from sweep import events, limits, plan
+from sweep.child import multipliers
 from sweep.cluster import check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
@@ -37,7 +38,7 @@ from sweep.progress import SweepProgress, summary_table
 from sweep.protocol import PointRecord
 from sweep.recipe import LoadedRecipe, Recipe
 from sweep.results import open_results
-from sweep.store import Store
+from sweep.store import Store, StoreFull
 from sweep.writer import ResultWriter
 
 
@@ -150,6 +151,7 @@ class Sweep:
         else:
             check_fits(client, k)
         self._check_thread_headroom(client)
+        self._check_environment()
         # The store is complete before any job starts: once uncapped jobs have used up the
         # user's `ulimit -u`, even zarr's I/O threads could not be started any more.
         with Store.open(self.output, self.loaded, force=force) as store:
@@ -164,6 +166,9 @@ class Sweep:
                 elif todo and client is not None:
                     self._run_on(client, store, todo, progress, on_start)
                 state = "cancelled" if self._cancel.is_set() else "finished"
+            except StoreFull as exc:
+                saved = int((store.statuses() == "done").sum())
+                raise StoreFull(f"{exc}; {saved} points saved; submit again after freeing space") from None
             finally:
                 store.run_ended(state)
         ds = open_results(self.output)
@@ -188,6 +193,20 @@ class Sweep:
         warning = limits.check_headroom(p)
         if warning:
             warnings.warn(warning, SweepWarning, stacklevel=3)
+
+    def _check_environment(self) -> None:
+        """Warn once about settings of this shell that the children will not inherit."""
+        mine = dict(self.recipe.child.env)
+        dropped = [
+            m for m in multipliers(os.environ) if m.split("=")[0] not in mine and "XLA_FLAGS" not in mine
+        ]
+        if dropped:
+            warnings.warn(
+                f"not passing {dropped} from your environment to the jobs: each extra XLA CPU device "
+                "brings its own threads and breaks the thread budget. Set it in child.env to mean it",
+                SweepWarning,
+                stacklevel=3,
+            )
 
     def _run_on(
         self,

@@ -15,6 +15,7 @@ exclusive ``flock`` on ``<output>/.sweep.lock``, which names the holder's pid an
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -37,6 +38,7 @@ from sweep.errors import SweepError
 from sweep.protocol import PointRecord, stored_fields
 
 LOCK_NAME = ".sweep.lock"
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 log = logging.getLogger(__name__)
 # zarr's I/O thread pool is capped and fills up while the store is opened, before any job
 # runs: once uncapped jobs have used up the user's `ulimit -u`, the client could not start
@@ -62,6 +64,12 @@ RECORD_VARS: dict[str, Var] = {
 
 class StoreLocked(SweepError, RuntimeError):
     """Another process writes this store; the message names it."""
+
+
+class StoreFull(SweepError, RuntimeError):
+    """The store's file system is full (or over quota); points already written are kept."""
+
+    exit_code = 3
 
 
 class StoreMismatch(SweepError, RuntimeError):
@@ -179,8 +187,14 @@ class Store:
         )
 
     def run_ended(self, state: str) -> None:
-        """Record how the run ended: ``finished``, ``cancelled`` or ``failed`` (an exception)."""
-        self.set_attrs(sweep_last_end=_now(), sweep_run_state=state)
+        """Record how the run ended: ``finished``, ``cancelled`` or ``failed`` (an exception).
+
+        On a full file system this can't be written; the store then reads as ended abnormally.
+        """
+        try:
+            self.set_attrs(sweep_last_end=_now(), sweep_run_state=state)
+        except OSError as exc:
+            log.warning("%s: could not record the end of the run: %s", self.path, exc)
 
     def set_attrs(self, **attrs: Any) -> None:
         self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
@@ -194,6 +208,17 @@ class Store:
         """
         if not records:
             return []
+        try:
+            return self._write(records)
+        except OSError as exc:
+            if exc.errno not in NO_SPACE:
+                raise
+            if len(records) == 1:
+                raise StoreFull(f"cannot write {self.path}: {exc.strerror}") from None
+        # the batch didn't fit: keep as many of its points as fit, one by one
+        return [written for r in records for written in self.write([r])]
+
+    def _write(self, records: list[PointRecord]) -> list[PointRecord]:
         records = [self._checked(r) for r in records]
         for name in self.outputs:
             having = [r for r in records if name in r.outputs]
@@ -403,11 +428,19 @@ def _create(path: Path, loaded: Any, fingerprint: str) -> None:
     # whole one, never a half-written skeleton.
     staging = path.parent / f".{path.name}.creating-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds.to_zarr(str(staging), mode="w", compute=False, consolidated=False, encoding=encoding)
-    for entry in staging.iterdir():
-        if entry.name != "zarr.json":
-            os.replace(entry, path / entry.name)
-    os.replace(staging / "zarr.json", path / "zarr.json")
-    staging.rmdir()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ds.to_zarr(str(staging), mode="w", compute=False, consolidated=False, encoding=encoding)
+        for entry in staging.iterdir():
+            if entry.name != "zarr.json":
+                os.replace(entry, path / entry.name)
+        os.replace(staging / "zarr.json", path / "zarr.json")
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise StoreFull(
+                f"cannot create {path}: {exc.strerror}; nothing ran. Free space and submit again"
+            ) from None
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -165,3 +165,39 @@ def typed(x, **fixed) -> dict:
     if bad:
         raise TypeError(f"parameters arrived as {bad}")
     return {"value": float(x)}
+
+
+def jax_devices(x: int = 0) -> dict:
+    """How many JAX devices this process has, after one jitted op."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.jit(lambda x: x + 1)(jnp.ones(2)).block_until_ready()
+    return {"devices": float(jax.device_count())}
+
+
+_KEPT: list = []
+
+
+def leave_threads(n: int = 20) -> dict:
+    """Starts ``n`` threads that outlive the job (as a library's pool would) and returns at once."""
+    import threading
+
+    event = threading.Event()
+    for _ in range(n):
+        t = threading.Thread(target=event.wait, daemon=True)
+        t.start()
+        _KEPT.append(t)
+    return {"value": 1.0}
+
+
+def incompressible(x: int, size: int = 50_000) -> dict:
+    """``size`` random float64s (they don't compress), seeded by x."""
+    import numpy as np
+
+    return {"noise": np.random.default_rng(x).random(size)}
+
+
+def slow_incompressible(x: int, size: int = 10) -> dict:
+    time.sleep(0.5)
+    return incompressible(x, size)

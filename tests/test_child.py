@@ -160,3 +160,34 @@ def test_a_job_returning_python_numbers_never_loads_numpy_in_the_child(child):
     assert child.run(ref, {}).status == "done"
     again = child.run(ref, {})  # reports what the first job's result handling imported
     assert again.outputs["numpy"].values == 0.0 and again.outputs["jax"].values == 0.0
+
+
+def test_inherited_flags_that_multiply_xla_devices_are_stripped():
+    base = {
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=8 --xla_dump_to=/tmp/d",
+        "JAX_NUM_CPU_DEVICES": "4",
+    }
+    env = CAPPED.environ([0], base=base)
+    assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/d" and "JAX_NUM_CPU_DEVICES" not in env
+    wanted = ChildConfig(env=(("XLA_FLAGS", "--xla_force_host_platform_device_count=2"),))
+    assert wanted.environ([0], base=base)["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+
+
+def test_a_child_keeps_one_device_when_the_users_shell_asks_for_eight(monkeypatch):
+    """Found: with XLA_FLAGS=--xla_force_host_platform_device_count=8 in the shell a capped child
+    had 8 devices and 25-27 threads against a budget of 15."""
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+    c = Child([0], CAPPED)
+    try:
+        out = c.run(parse_job(job("jax_devices")), {})
+    finally:
+        c.kill()
+    assert out.status == "done", out.error
+    assert out.outputs["devices"].values == 1.0 and out.peak_threads <= thread_budget(1)
+
+
+def test_a_short_job_over_its_thread_budget_is_killed_under_fail(child):
+    """Found: jobs shorter than the watch's sampling interval escaped `on_thread_overflow: fail`."""
+    out = child.run(parse_job(job("leave_threads")), {"n": 20}, limits=Limits(max_threads=15))
+    assert out.status == "killed" and "thread budget exceeded" in out.error
+    assert out.peak_threads > 15 and not child.alive()

@@ -12,8 +12,10 @@ import time
 import numpy as np
 import psutil
 import pytest
+import yaml
 
 from sweep import Sweep, open_results
+from sweep.errors import SweepWarning
 from tests.conftest import JOBS, ROOT
 
 
@@ -172,3 +174,130 @@ def test_a_writer_killed_mid_write_never_leaves_a_done_point_with_partial_data(t
             assert (ds["wall_s"].values[done] == 1.0).all()
     # every kill landed mid-sweep: progress each time, never the end
     assert counts[0] > 0 and all(a < b for a, b in zip(counts, counts[1:])) and counts[-1] < 400, counts
+
+
+def root_only(reason: str):
+    return pytest.mark.skipif(os.geteuid() != 0, reason=f"{reason} needs root")
+
+
+@pytest.fixture
+def mounted(tmp_path):
+    """Mount points made for one test and unmounted after it."""
+    mounts = []
+
+    def mount(*args: str) -> None:
+        subprocess.run(["mount", *args], check=True, capture_output=True)
+        mounts.append(args[-1])
+
+    yield mount
+    for target in reversed(mounts):
+        subprocess.run(["umount", "-l", target], check=False, capture_output=True)
+
+
+def cli_submit(recipe, *extra, **kw):
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, **kw,
+    )  # fmt: skip
+
+
+def big_recipe(tmp_path, output, points=16, size=50_000):
+    recipe = tmp_path / "big.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "name": "big",
+                "job": f"{JOBS}:incompressible",
+                "params": {"grid": {"x": list(range(points))}, "fixed": {"size": size}},
+                "cluster": {"dashboard": "127.0.0.1:0"},
+                "output": str(output),
+            }
+        )
+    )
+    return recipe
+
+
+@root_only("mounting a tmpfs")
+def test_a_full_disk_is_one_line_exit_3_and_keeps_what_was_written(tmp_path, mounted):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted("-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk))
+    out = disk / "out.zarr"
+    recipe = big_recipe(tmp_path, out)  # 16 points x 400 kB of random floats, written in batches
+    recipe.write_text(recipe.read_text().replace("incompressible", "slow_incompressible"))
+    run = cli_submit(recipe)
+    assert run.returncode == 3, run.stderr
+    line = run.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in run.stderr, run.stderr
+    assert line.startswith(f"sweep submit: error: cannot write {out}: No space left on device; ")
+    assert line.endswith("points saved; submit again after freeing space")
+    saved = int(line.split("; ")[1].split()[0])
+    assert 0 < saved < 16 and int((open_results(out)["status"] == "done").sum()) == saved
+    # room again (a bigger disk): the rerun completes the sweep
+    subprocess.run(["mount", "-o", "remount,size=16m", str(disk)], check=True)
+    assert cli_submit(recipe).returncode == 0
+    assert (open_results(out)["status"] == "done").all()
+
+
+@root_only("mounting a tmpfs")
+def test_a_store_that_cannot_be_created_leaves_nothing_behind(tmp_path, mounted):
+    disk = tmp_path / "tiny"
+    disk.mkdir()
+    mounted("-t", "tmpfs", "-o", "size=12k", "tmpfs", str(disk))
+    run = cli_submit(big_recipe(tmp_path, disk / "out.zarr"))
+    assert run.returncode == 3, run.stderr
+    assert "cannot create" in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert not [p.name for p in disk.iterdir() if p.name.startswith(".out.zarr.creating")]
+
+
+@root_only("a read-only bind mount")
+def test_an_unwritable_compile_cache_warns_once_and_the_sweep_runs(client, tmp_path, mounted):
+    """Found: with a read-only cache every point failed with `task failed: (<class 'OSError'>...`."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    mounted("--bind", str(cache), str(cache))
+    subprocess.run(["mount", "-o", "remount,ro,bind", str(cache)], check=True)
+    with pytest.warns(SweepWarning, match=rf"{cache}/jax can't be written .*child.compile_cache") as seen:
+        ds = Sweep(
+            f"{JOBS}:jax_grad",
+            {"grid": {"seed": [0, 1]}, "fixed": {"n": 8}},
+            child={"compile_cache": str(cache / "jax")},
+            output=tmp_path / "out.zarr",
+        ).run(client=client, progress=False)
+    assert len([w for w in seen if issubclass(w.category, SweepWarning)]) == 1
+    assert (ds["status"] == "done").all(), ds["error"].values
+
+
+def test_inherited_xla_device_flags_are_dropped_with_one_warning(client, tmp_path, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+    with pytest.warns(SweepWarning, match="xla_force_host_platform_device_count=8"):
+        ds = run(client, tmp_path, "jax_devices", {"grid": {"x": [0]}})
+    assert ds["devices"].item() == 1.0 and ds["status"].item() == "done"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after", [0.5, 1.5, "two points"])
+def test_ctrl_c_is_one_line_exit_130_and_resumes(tmp_path, after):
+    out = tmp_path / "out.zarr"
+    recipe = big_recipe(tmp_path, out, points=8, size=10)
+    recipe.write_text(recipe.read_text().replace("incompressible", "slow_incompressible"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    if after != "two points":  # during start-up: imports, the cluster's start
+        time.sleep(after)
+    else:
+        while not (out / "zarr.json").exists() or (open_results(out)["status"] == "done").sum() < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "AssertionError" not in err, err
+    assert err.strip().splitlines()[-1].startswith("sweep submit: interrupted"), err
+    if after == "two points":
+        assert "points saved" in err and "submit again to resume" in err
+    assert cli_submit(recipe).returncode == 0
+    assert (open_results(out)["status"] == "done").all()

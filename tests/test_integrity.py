@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from sweep import Sweep, open_results
+from sweep import Sweep
 from sweep.cli import main
 from sweep.recipe import Recipe
 from tests.conftest import JOBS, job
