@@ -54,15 +54,6 @@ def jobqueue_parameters(cls: type) -> frozenset[str]:
     return frozenset(names)
 
 
-def worker_resources(worker: Any) -> dict[str, float]:
-    """The resources ``worker`` advertises (``--resources threads=N``), e.g. ``{"threads": 4}``.
-
-    Relies on: ``distributed.Worker.state.total_resources`` (the worker state machine's
-    copy of its resources; distributed has no public getter on the worker itself).
-    """
-    return dict(worker.state.total_resources)
-
-
 def http_application(scheduler: Any) -> Any:
     """The tornado application of the scheduler's HTTP server (the dashboard's), or None.
 

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sweep import limits
+from sweep import leases, limits
 from sweep.child import Child, ChildConfig, Limits, thread_budget
 from sweep.job import JobRef
 
@@ -81,6 +81,7 @@ def diagnose() -> dict[str, Any]:
         "measured_threads": measured,
         "predicted_uncapped_threads": limits.uncapped_threads(a),
         "budget": {f"k{k}": thread_budget(k) for k in (1, 2)},
+        "core_leases": {"folder": str(leases.lease_dir()), "held": leases.holders()},
     }
     room = None if soft is None else soft - held
     dask = limits.DASK_THREADS + a
@@ -144,10 +145,20 @@ def render(report: dict[str, Any]) -> str:
             "one-core jobs under ulimit -u, uncapped",
             "no limit" if fits["uncapped_k1"] is None else fits["uncapped_k1"],
         ),
+        (
+            f"core leases held ({report['core_leases']['folder']})",
+            _leases_text(report["core_leases"]["held"]),
+        ),
         ("verdict", report["verdict"]),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _leases_text(held: dict[int, str]) -> str:
+    if not held:
+        return "none"
+    return "; ".join(f"CPU {cpu}: {who}" for cpu, who in sorted(held.items()))
 
 
 def main(as_json: bool = False) -> int:

@@ -109,8 +109,19 @@ def parse_job(spec: str, base: Path | None = None) -> JobRef:
     return ref
 
 
+def _parse(source: Path) -> ast.Module:
+    text = source.read_text()
+    try:
+        return ast.parse(text, filename=str(source))
+    except SystemError:
+        # CPython 3.11 can raise a spurious "AST constructor recursion depth mismatch" in a
+        # busy multi-threaded process (python/cpython#106905, seen in this test suite once);
+        # the same parse again succeeds.
+        return ast.parse(text, filename=str(source))
+
+
 def _find_def(source: Path, function: str, spec: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    tree = ast.parse(source.read_text(), filename=str(source))
+    tree = _parse(source)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
             return node

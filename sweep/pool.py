@@ -1,9 +1,11 @@
 """The per-worker core pool and the task every point runs as in a Dask worker thread.
 
-:class:`CorePool` is a ``distributed.WorkerPlugin``. It owns the CPUs in the worker
-process's affinity mask (on a batch node: the cores the batch system gave the job, not the
-whole node) and leases ``k`` of them to each running point, disjoint from every other lease
-on that worker. Each lease comes with a warm :class:`~sweep.child.Child` pinned to exactly
+:class:`CorePool` is a ``distributed.WorkerPlugin``. It leases ``k`` of the CPUs in the
+worker process's affinity mask (on a batch node: the cores the batch system gave the job,
+not the whole node) to each running point, through the node-wide leases of
+:mod:`sweep.leases`: disjoint from every other lease of every worker process and sweep of
+the user on the node. How many points a worker runs at once is Dask's ``threads`` resource.
+Each lease comes with a warm :class:`~sweep.child.Child` pinned to exactly
 those cores; when the point ends the child goes back to an idle list keyed by its cores and
 config, and the next point that can take the same cores reuses it (no new ``import jax``).
 
@@ -20,6 +22,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -29,13 +32,15 @@ from typing import Any
 
 from distributed import WorkerPlugin, get_worker
 
-from sweep import _compat, events
+from sweep import _compat, events, leases
 from sweep.child import Child, ChildConfig, ChildDied
 from sweep.jobqueue import JOB_ID_VARS
 from sweep.plan import PointTask
 from sweep.protocol import PointRecord
 
 log = logging.getLogger(__name__)
+LEASE_POLL_S = 0.2  # how often a waiting lease looks again for cores other processes freed
+WAIT_WARN_S = 30.0
 
 PLUGIN_NAME = "sweep-core-pool"
 
@@ -62,9 +67,8 @@ class CorePool(WorkerPlugin):
         ``sweep`` loggers write to its stderr (a batch job's log file on a cluster).
         """
         _log_to_stderr(self.log_level)
-        cores = tuple(sorted(os.sched_getaffinity(0)))
-        wanted = _compat.worker_resources(worker).get("threads") if worker is not None else None
-        self.cores = cores[: int(wanted)] if wanted else cores
+        self.cores = tuple(sorted(os.sched_getaffinity(0)))
+        self.address = getattr(worker, "address", f"pid {os.getpid()}")
         self._free: set[int] = set(self.cores)
         self._idle: list[Child] = []
         self._cond = threading.Condition()
@@ -80,12 +84,19 @@ class CorePool(WorkerPlugin):
 
     @contextmanager
     def lease(
-        self, k: int, config: ChildConfig, max_jobs: int = 500, max_rss: int | None = None
+        self,
+        k: int,
+        config: ChildConfig,
+        max_jobs: int = 500,
+        max_rss: int | None = None,
+        what: str = "a job",
     ) -> Iterator[Child]:
-        """Hold ``k`` cores of this worker and a warm child pinned to them.
+        """Hold ``k`` cores of the node (see :mod:`sweep.leases`) and a warm child pinned to them.
 
-        On release the child goes back to the idle list unless it died, has run
-        ``max_jobs`` jobs, or holds more than ``max_rss`` bytes; then it is closed.
+        Waits while fewer than ``k`` of this worker's cores are free on the node (held by
+        this worker or by another process of the user); after WAIT_WARN_S it logs a warning
+        naming the holders, once. On release the child goes back to the idle list unless it
+        died, has run ``max_jobs`` jobs, or holds more than ``max_rss`` bytes.
         """
         if k > len(self.cores):
             raise ValueError(
@@ -93,38 +104,48 @@ class CorePool(WorkerPlugin):
                 f"({list(self.cores)}); lower resources.threads"
             )
         with self._cond:
-            self._cond.wait_for(lambda: len(self._free) >= k)
-            child = self._take_idle(k, config)
-            cores = child.cores if child else self._choose(k)
-            self._free -= set(cores)
-            stale = [c for c in self._idle if set(c.cores) & set(cores)]
+            child, held = self._wait_for_cores(k, config, f"{what} on worker {self.address}")
+            self._free -= set(held.cores)
+            stale = [c for c in self._idle if set(c.cores) & set(held.cores)]
             self._idle = [c for c in self._idle if c not in stale]
         try:
             for c in stale:
                 c.close()
             if child is None:
-                child = self._spawner.submit(Child, cores, config).result()
+                child = self._spawner.submit(Child, held.cores, config).result()
                 self.spawned += 1
             yield child
         finally:
-            self._give_back(cores, child, max_jobs, max_rss)
+            self._give_back(held, child, max_jobs, max_rss)
 
-    def _take_idle(self, k: int, config: ChildConfig) -> Child | None:
+    def _wait_for_cores(self, k: int, config: ChildConfig, what: str) -> tuple[Child | None, leases.Held]:
+        """(a warm child to reuse or None, the node locks on its cores); called holding _cond."""
+        t0, warned = time.monotonic(), False
+        while True:
+            got = self._grab(k, config, what) if len(self._free) >= k else None
+            if got is not None:
+                return got
+            if not warned and time.monotonic() - t0 > WAIT_WARN_S:
+                log.warning(
+                    "%s waits for %d of cores %s; held now: %s", what, k, list(self.cores), leases.holders()
+                )
+                warned = True
+            self._cond.wait(LEASE_POLL_S)
+
+    def _grab(self, k: int, config: ChildConfig, what: str) -> tuple[Child | None, leases.Held] | None:
+        """Lock the cores of a matching idle child, else k free cores no idle child sits on
+        first (keeps warm children warm); None when the node has too few free."""
         for child in self._idle:
             if child.config == config and len(child.cores) == k and set(child.cores) <= self._free:
-                self._idle.remove(child)
-                return child
-        return None
-
-    def _choose(self, k: int) -> tuple[int, ...]:
-        """k free cores, preferring ones no idle child sits on (keeps warm children warm)."""
+                held = leases.hold(child.cores, k, what)
+                if held is not None:
+                    self._idle.remove(child)
+                    return child, held
         warm = {c for child in self._idle for c in child.cores}
-        order = sorted(self._free, key=lambda c: (c in warm, c))
-        return tuple(sorted(order[:k]))
+        held = leases.hold(sorted(self._free, key=lambda c: (c in warm, c)), k, what)
+        return None if held is None else (None, held)
 
-    def _give_back(
-        self, cores: tuple[int, ...], child: Child | None, max_jobs: int, max_rss: int | None
-    ) -> None:
+    def _give_back(self, held: leases.Held, child: Child | None, max_jobs: int, max_rss: int | None) -> None:
         keep = (
             child is not None
             and child.alive()
@@ -140,7 +161,8 @@ class CorePool(WorkerPlugin):
         with self._cond:
             if keep and child is not None:
                 self._idle.append(child)
-            self._free |= set(cores)
+            held.release()
+            self._free |= set(held.cores)
             self._cond.notify_all()
 
     @classmethod
@@ -211,7 +233,8 @@ def run_point(task: PointTask) -> PointRecord:
 def _attempt(pool: CorePool, task: PointTask, attempt: int, on_report: Any) -> PointRecord:
     """One attempt at a point in a leased child; a child that can't start fails the attempt."""
     try:
-        with pool.lease(task.threads, task.config, task.max_jobs, task.max_rss) as child:
+        what = f"sweep {task.sweep} point {task.index}"
+        with pool.lease(task.threads, task.config, task.max_jobs, task.max_rss, what) as child:
             return child.run(task.job, task.kwargs, limits=task.limits, attempt=attempt, on_report=on_report)
     except ChildDied as exc:
         return PointRecord(task.index, error=f"child could not start: {exc}", output_tail=exc.output_tail)

@@ -1,3 +1,9 @@
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,3 +30,39 @@ def client():
 @pytest.fixture
 def out(tmp_path):
     return tmp_path / "out.zarr"
+
+
+@contextmanager
+def scheduler_and_workers(tmp_path: Path, worker_args: list[str], workers: int = 1) -> Iterator[str]:
+    """`dask scheduler` and `dask worker ADDRESS *worker_args` on 127.0.0.1, as a user starts
+    them for `kind: address`; yields the address once ``workers`` worker processes are up."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
+         "--dashboard-address", "127.0.0.1:0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", address, *worker_args, "--host", "127.0.0.1",
+         "--dashboard-address", "127.0.0.1:0", "--local-directory", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Client(address, timeout="2s") as c:
+                    if len(c.scheduler_info()["workers"]) >= workers:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "scheduler/workers did not come up"
+            time.sleep(0.3)
+        yield address
+    finally:
+        for p in (worker, scheduler):
+            p.terminate()
+            p.wait(30)

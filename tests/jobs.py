@@ -201,3 +201,12 @@ def incompressible(x: int, size: int = 50_000) -> dict:
 def slow_incompressible(x: int, size: int = 10) -> dict:
     time.sleep(0.5)
     return incompressible(x, size)
+
+
+def busy(x: int, seconds: float = 2.0) -> dict:
+    """Spins the CPU for ``seconds`` of wall time."""
+    end = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return {"spins": float(n)}

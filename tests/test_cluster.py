@@ -12,6 +12,7 @@ from sweep.cli import main
 from sweep.cluster import batch_cluster
 from sweep.errors import SweepWarning
 from sweep.recipe import ClusterSettings, Recipe, RecipeError
+from tests.conftest import scheduler_and_workers
 
 GOLDEN = Path(__file__).parent / "golden"
 COMMON = {"cores": 4, "memory": "8GiB", "interface": "lo"}
@@ -101,43 +102,8 @@ def test_dry_run_prints_plan_and_script_and_submits_nothing(tmp_path, capsys):
 @pytest.fixture
 def running_scheduler(tmp_path):
     """`dask scheduler` + `dask worker --nthreads 2 --resources threads=2`, on 127.0.0.1."""
-    import socket
-    import subprocess
-    import time
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    address = f"tcp://127.0.0.1:{port}"
-    dask = [sys.executable, "-m", "distributed.cli"]
-    scheduler = subprocess.Popen(
-        [*dask[:2], "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-         "--dashboard-address", "127.0.0.1:0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    worker = subprocess.Popen(
-        [*dask[:2], "distributed.cli.dask_worker", address, "--nthreads", "2", "--resources", "threads=2",
-         "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--local-directory", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        from distributed import Client
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with Client(address, timeout="2s") as c:
-                    if c.scheduler_info()["workers"]:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "scheduler/worker did not come up"
-            time.sleep(0.3)
+    with scheduler_and_workers(tmp_path, ["--nthreads", "2", "--resources", "threads=2"]) as address:
         yield address
-    finally:
-        for p in (worker, scheduler):
-            p.terminate()
-            p.wait(30)
 
 
 def test_address_kind_runs_on_a_running_scheduler(running_scheduler, tmp_path):

@@ -51,22 +51,6 @@ class Marker(WorkerPlugin):
         self.address = worker.address
 
 
-def test_worker_resources_are_what_it_advertises():
-    with (
-        LocalCluster(
-            n_workers=1,
-            threads_per_worker=2,
-            processes=False,
-            resources={"threads": 2},
-            dashboard_address=None,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        assert client.submit(lambda: _compat.worker_resources(get_worker())).result(timeout=60) == {
-            "threads": 2
-        }
-
-
 def test_the_scheduler_serves_http_on_a_tornado_application():
     from tornado.web import Application
 

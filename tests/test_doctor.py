@@ -1,10 +1,11 @@
 """`sweep doctor` measures real children on this node."""
 
 import json
+import os
 
 import pytest
 
-from sweep import limits
+from sweep import leases, limits
 from sweep.cli import main
 from sweep.cluster import local_cores
 
@@ -22,9 +23,14 @@ def test_plan_counts_jobs_per_node_and_dask():
 
 
 @pytest.mark.slow
-def test_doctor_json_reports_measured_children(capsys):
+def test_doctor_json_reports_measured_children_and_core_leases(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEP_LEASE_DIR", str(tmp_path))
+    held = leases.hold(sorted(os.sched_getaffinity(0))[-1:], 1, "sweep demo point (3,)")
     assert main(["doctor", "--json"]) == 0
+    held.release()
     report = json.loads(capsys.readouterr().out)
+    (cpu, who), *_ = report["core_leases"]["held"].items()
+    assert int(cpu) == held.cores[0] and f"pid {os.getpid()}" in who and "sweep demo point (3,)" in who
     m = report["measured_threads"]
     assert m["capped_k1"] <= 15
     if local_cores() >= 2:

@@ -1,0 +1,119 @@
+"""Core leases per node (sweep/leases.py): disjoint across worker processes and sweeps."""
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import yaml
+
+from sweep import Sweep, leases, open_results
+from tests.conftest import JOBS, ROOT, scheduler_and_workers
+
+
+def overlapping_pairs_share_no_core(*datasets) -> list:
+    """Pairs of points (across all datasets) that ran at the same time on a shared core."""
+    runs = []
+    for ds in datasets:
+        for cores, start, end in zip(
+            ds["cores"].values.ravel(), ds["started"].values.ravel(), ds["finished"].values.ravel()
+        ):
+            runs.append((set(cores.split(",")), start, end))
+    return [(a, b) for a, b in itertools.combinations(runs, 2) if a[1] < b[2] and b[1] < a[2] and a[0] & b[0]]
+
+
+def test_a_held_core_is_not_held_twice_and_comes_back_on_release(tmp_path):
+    first = leases.hold([0, 1], 1, "first", tmp_path)
+    assert first is not None and first.cores == (0,)
+    second = leases.hold([0, 1], 1, "second", tmp_path)
+    assert second is not None and second.cores == (1,)
+    assert leases.hold([0, 1], 1, "third", tmp_path) is None
+    assert "first" in leases.holders(tmp_path)[0]
+    first.release()
+    assert leases.hold([0], 1, "again", tmp_path) is not None
+
+
+def test_a_killed_holder_frees_its_cores_at_once(tmp_path):
+    code = (
+        "import sys, time; from pathlib import Path; from sweep import leases; "
+        f"held = leases.hold([0, 1], 2, 'doomed', Path({str(tmp_path)!r})); print('held', flush=True); "
+        "time.sleep(60)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout.readline().strip() == "held"
+    assert leases.hold([0, 1], 1, "waiting", tmp_path) is None
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert leases.hold([0, 1], 2, "after", tmp_path) is not None
+
+
+def test_two_worker_processes_on_one_node_pin_to_different_cores(tmp_path):
+    """Found: `dask worker --nworkers 2 --nthreads 1 --resources threads=1` on a 2-core host
+    pinned every point to core 0, two at a time, while core 1 stayed idle."""
+    args = ["--nworkers", "2", "--nthreads", "1", "--resources", "threads=1"]
+    with scheduler_and_workers(tmp_path, args, workers=2) as address:
+        ds = Sweep(
+            f"{JOBS}:busy",
+            {"grid": {"x": [0, 1, 2, 3]}, "fixed": {"seconds": 2.0}},
+            cluster={"kind": "address", "address": address},
+            output=tmp_path / "out.zarr",
+        ).run(progress=False)
+    assert (ds["status"] == "done").all(), ds["error"].values
+    assert set(ds["cores"].values.tolist()) == {"0", "1"}
+    assert not overlapping_pairs_share_no_core(ds)
+
+
+def test_two_sweeps_at_once_on_one_host_never_share_a_core(tmp_path):
+    procs, outputs = [], []
+    for name in ("left", "right"):
+        out = tmp_path / f"{name}.zarr"
+        recipe = tmp_path / f"{name}.yaml"
+        recipe.write_text(
+            yaml.safe_dump(
+                {
+                    "name": name,
+                    "job": f"{JOBS}:busy",
+                    "params": {"grid": {"x": [0, 1, 2]}, "fixed": {"seconds": 1.5}},
+                    "cluster": {"dashboard": "127.0.0.1:0"},
+                    "child": {"preflight": False},
+                    "output": str(out),
+                }
+            )
+        )
+        cmd = [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True))
+        outputs.append(out)
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    left, right = (open_results(o) for o in outputs)
+    assert not overlapping_pairs_share_no_core(left, right)
+    starts = np.concatenate([left["started"].values, right["started"].values])
+    assert starts.max() - starts.min() > np.timedelta64(1, "s")  # they did queue for cores
+
+
+def test_leases_wait_instead_of_doubling_up(tmp_path, monkeypatch):
+    from sweep.child import ChildConfig
+    from sweep.pool import CorePool
+
+    monkeypatch.setenv("SWEEP_LEASE_DIR", str(tmp_path))
+    pool = CorePool()
+    pool.setup()
+    others = leases.hold(pool.cores, len(pool.cores), "another sweep", tmp_path)
+    released = []
+
+    def release_soon():
+        time.sleep(1.0)
+        released.append(time.monotonic())
+        others.release()
+
+    import threading
+
+    threading.Thread(target=release_soon).start()
+    with pool.lease(1, ChildConfig(cap=True, compile_cache=None)) as child:
+        assert released and time.monotonic() >= released[0]
+        assert child.alive()
+    pool.teardown()
