@@ -296,7 +296,7 @@ def _results(args: argparse.Namespace) -> int:
     from sweep.progress import summary_table
 
     ds = _open(args.output)
-    Console().print(summary_table(ds, float("nan"), args.output))
+    Console().print(summary_table(ds, None, args.output))
     print(ds)
     if args.export:
         _export(ds, Path(args.export))

@@ -8,7 +8,10 @@ itself (one worker process per job, its resources, TLS, the dashboard) are not a
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 
 from sweep import _compat
 
@@ -19,8 +22,9 @@ CLASSES = {
     "lsf": "LSFCluster",
     "htcondor": "HTCondorCluster",
 }
-# Environment variable holding the batch job id on a worker, per scheduler.
-JOB_ID_VARS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID", "CONDOR_JOB_ID")
+# Environment variable holding the batch job id on a worker, per scheduler. HTCondor sets
+# none: its job ad (the file named by _CONDOR_JOB_AD) has the JobId dask-jobqueue gives it.
+JOB_ID_VARS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
 
 # Set by sweep (or deprecated in dask-jobqueue), so not accepted from a recipe.
 RESERVED = {
@@ -29,6 +33,31 @@ RESERVED = {
     "job_cls", "loop", "silence_logs", "asynchronous", "dashboard_address", "host",
     "scheduler_cls", "job_kwargs", "args", "kwargs",
 }  # fmt: skip
+
+
+def batch_job_id(environ: Mapping[str, str]) -> str:
+    """The batch job id of the process with environment ``environ``, or "" outside one.
+
+    SLURM, PBS, LSF and SGE put it in a variable; under HTCondor it is the job ad's ``JobId``
+    (``MY.JobId = "$(ClusterId).$(ProcId)"`` in dask-jobqueue's submit description), read
+    from the file ``$_CONDOR_JOB_AD``, else its ``ClusterId`` and ``ProcId``.
+    """
+    for name in JOB_ID_VARS:
+        if environ.get(name):
+            return environ[name]
+    ad = environ.get("_CONDOR_JOB_AD")
+    if not ad:
+        return ""
+    try:
+        text = Path(ad).read_text()
+    except OSError:
+        return ""
+    attrs = dict(re.findall(r'^\s*(\w+)\s*=\s*"?([^"\n]*)"?\s*$', text, flags=re.M))
+    if attrs.get("JobId"):
+        return attrs["JobId"]
+    if attrs.get("ClusterId"):
+        return f"{attrs['ClusterId']}.{attrs.get('ProcId', '0')}"
+    return ""
 
 
 def cluster_class(kind: str) -> type:

@@ -34,7 +34,7 @@ from distributed import WorkerPlugin, get_worker
 
 from sweep import _compat, events, leases
 from sweep.child import Child, ChildConfig, ChildDied
-from sweep.jobqueue import JOB_ID_VARS
+from sweep.jobqueue import batch_job_id
 from sweep.plan import PointTask
 from sweep.protocol import PointRecord
 
@@ -219,7 +219,7 @@ def run_point(task: PointTask) -> PointRecord:
         index=task.index,
         attempts=attempt,
         host=host,
-        batch_job=next((os.environ[v] for v in JOB_ID_VARS if os.environ.get(v)), ""),
+        batch_job=batch_job_id(os.environ),
         thread_budget=task.thread_budget,
         reports=reports,
     )

@@ -123,8 +123,23 @@ class SweepProgress:
                 self._last_line = line
 
 
-def summary_table(ds: Any, wall_s: float, output: str) -> Table:
-    """A rich table summarising a result dataset: counts by status and the measurements."""
+def last_run_wall(attrs: Any) -> float | None:
+    """Seconds between the store's last run's start and end, or None when not recorded."""
+    from datetime import datetime
+
+    start, end = attrs.get("sweep_last_run"), attrs.get("sweep_last_end")
+    if not start or not end:
+        return None
+    fmt = "%Y-%m-%dT%H:%M:%S%z"
+    seconds = (datetime.strptime(end, fmt) - datetime.strptime(start, fmt)).total_seconds()
+    return seconds if seconds >= 0 else None
+
+
+def summary_table(ds: Any, wall_s: float | None, output: str) -> Table:
+    """A rich table summarising a result dataset: counts by status and the measurements.
+
+    ``wall_s`` is the sweep's wall time; None shows the store's last run (whole seconds, from
+    its ``sweep_last_run`` / ``sweep_last_end``), or no row when the store has none."""
     import numpy as np
 
     status = ds["status"].values.ravel().astype(str)
@@ -142,5 +157,8 @@ def summary_table(ds: Any, wall_s: float, output: str) -> Table:
         if over:
             table.add_row("[red]points over their thread budget", str(over))
         table.add_row("peak RSS MiB (max)", f"{ds['peak_rss'].values.ravel()[done].max() / 2**20:.0f}")
-    table.add_row("sweep wall s", f"{wall_s:.1f}")
+    if wall_s is not None:
+        table.add_row("sweep wall s", f"{wall_s:.1f}")
+    elif (last := last_run_wall(ds.attrs)) is not None:
+        table.add_row("last run wall s", f"{last:.0f}")
     return table

@@ -12,6 +12,7 @@ import difflib
 import os
 import re
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +20,7 @@ import yaml
 from dask.utils import parse_bytes, parse_timedelta
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sweep.errors import SweepError
+from sweep.errors import SweepError, SweepWarning
 from sweep.job import JobError, JobRef, callable_ref, check_signature, job_parameters, parse_job
 from sweep.space import SPACES, Space, SpaceError, build_space
 
@@ -315,10 +316,31 @@ class LoadedRecipe:
             raise RecipeError(f"{source}: job: {exc}") from None
         self.output = Path(recipe.output or f"results/{recipe.name}.zarr")
         _check_writable(self.output, source)
+        _check_walltime(recipe, source)
 
     @property
     def name(self) -> str:
         return self.recipe.name
+
+
+def _check_walltime(recipe: Recipe, source: str) -> None:
+    """Warn when a point's attempts can outlast the batch job they run in."""
+    r, walltime = recipe.resources, recipe.cluster.jobqueue_options.get("walltime")
+    if not r.timeout or not walltime:
+        return
+    try:
+        limit = _duration(str(walltime))
+    except ValueError:
+        return  # the batch system will say; the recipe passes it through as given
+    worst = r.timeout * (r.retries + 1)
+    if limit is not None and worst > limit:
+        warnings.warn(
+            f"{source}: resources.timeout {r.timeout:g} s x (retries {r.retries} + 1) = {worst:g} s is "
+            f"longer than cluster.walltime {walltime} ({limit:g} s): a point's attempts all run in one "
+            "batch job, which can end first. Lower resources.timeout or retries, or raise cluster.walltime",
+            SweepWarning,
+            stacklevel=4,
+        )
 
 
 def _check_writable(output: Path, source: str) -> None:

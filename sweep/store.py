@@ -16,7 +16,6 @@ exclusive ``flock`` on ``<output>/.sweep.lock``, which names the holder's pid an
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import logging
 import math
@@ -36,8 +35,8 @@ import numpy as np
 from sweep import _compat, integrity
 from sweep.errors import SweepError
 from sweep.protocol import PointRecord, stored_fields
+from sweep.storelock import HELD_NAME, LOCK_NAME, StoreLock, locked
 
-LOCK_NAME = ".sweep.lock"
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 log = logging.getLogger(__name__)
 # zarr's I/O thread pool is capped and fills up while the store is opened, before any job
@@ -60,10 +59,6 @@ RECORD_VARS: dict[str, Var] = {
     name: Var(str if meta["dtype"] == "str" else meta["dtype"], meta["fill"], meta["attrs"])
     for name, meta in stored_fields().items()
 }
-
-
-class StoreLocked(SweepError, RuntimeError):
-    """Another process writes this store; the message names it."""
 
 
 class StoreFull(SweepError, RuntimeError):
@@ -99,9 +94,9 @@ def _chunks(shape: tuple[int, ...], budget: int) -> tuple[int, ...]:
 class Store:
     """An open, locked result store for one sweep. Use :meth:`open` and :meth:`close`."""
 
-    def __init__(self, path: Path, lock_fd: int) -> None:
+    def __init__(self, path: Path, lock: StoreLock) -> None:
         self.path = path
-        self._lock_fd = lock_fd
+        self._lock: StoreLock | None = lock
         self.group: Any = _open_group(path, "r+")
         self._arrays: dict[str, Any] = {}
         self.dims: tuple[str, ...] = tuple(json.loads(self.group.attrs["sweep_dims"]))
@@ -122,7 +117,7 @@ class Store:
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        fd = _lock(path)
+        lock = StoreLock(path)
         _compat.start_zarr_io_threads(IO_THREADS)
         try:
             fingerprint = loaded.space.fingerprint()
@@ -139,15 +134,15 @@ class Store:
                     _clear(path)
             if not (path / "zarr.json").exists():
                 _create(path, loaded, fingerprint)
-            return cls(path, fd)
+            return cls(path, lock)
         except BaseException:
-            os.close(fd)
+            lock.release()
             raise
 
     def close(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self) -> Store:
         return self
@@ -324,21 +319,6 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def locked(path: Path) -> bool:
-    """Whether a live process holds the store's writer lock right now."""
-    try:
-        fd = os.open(path / LOCK_NAME, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 def last_run(path: str | os.PathLike, attrs: Mapping[str, Any]) -> str:
     """One line on the store's last run, from its attributes and its lock."""
     state = attrs.get("sweep_run_state")
@@ -359,22 +339,6 @@ def last_run(path: str | os.PathLike, attrs: Mapping[str, Any]) -> str:
     return f"the last run (since {since}, {by}) {state} at {end}"
 
 
-def _lock(path: Path) -> int:
-    fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
-        raise StoreLocked(
-            f"{path} is being written by {holder} (lock {path / LOCK_NAME}); wait for that sweep "
-            "to end or choose another --output"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.ctime()}\n".encode(), 0)
-    return fd
-
-
 def _read_attrs(path: Path) -> dict[str, Any]:
     try:
         return dict(json.loads((path / "zarr.json").read_text()).get("attributes", {}))
@@ -385,7 +349,7 @@ def _read_attrs(path: Path) -> dict[str, Any]:
 
 def _clear(path: Path) -> None:
     for entry in path.iterdir():
-        if entry.name == LOCK_NAME:
+        if entry.name in (LOCK_NAME, HELD_NAME):
             continue
         shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 

@@ -128,3 +128,18 @@ def test_address_kind_runs_on_a_running_scheduler(running_scheduler, tmp_path):
 
     with pytest.raises(ClusterError, match="offers threads=4"):
         too_big.run(progress=False)
+
+
+def test_batch_job_ids_of_every_scheduler(tmp_path):
+    from sweep.jobqueue import batch_job_id
+
+    assert batch_job_id({"SLURM_JOB_ID": "42"}) == "42"
+    assert batch_job_id({"PBS_JOBID": "7.pbs01"}) == "7.pbs01"
+    assert batch_job_id({}) == ""
+    ad = tmp_path / ".job.ad"  # what HTCondor writes for a job submitted by dask-jobqueue
+    ad.write_text('ClusterId = 1234\nProcId = 0\nJobId = "1234.0"\nDaskWorkerCores = 4\nOwner = "me"\n')
+    assert batch_job_id({"_CONDOR_JOB_AD": str(ad)}) == "1234.0"
+    ad.write_text("ClusterId = 99\nProcId = 3\n")
+    assert batch_job_id({"_CONDOR_JOB_AD": str(ad)}) == "99.3"
+    # the submit description gives every job the JobId the worker reads back
+    assert 'MY.JobId = "$(ClusterId).$(ProcId)"' in (GOLDEN / "htcondor.sh").read_text()

@@ -59,3 +59,18 @@ def test_job_signature_is_read_without_importing_the_job(tmp_path):
     (tmp_path / "heavy.py").write_text("raise SystemExit('imported!')\ndef f(a, b=1):\n    return {}\n")
     loaded = Recipe.from_dict({"job": "heavy.py:f", "params": {"grid": {"a": [1]}}}, base=tmp_path)
     assert loaded.job.kind == "file" and loaded.job.function == "f"
+
+
+def test_attempts_longer_than_the_batch_walltime_warn(tmp_path, capsys):
+    import warnings
+
+    from sweep.errors import SweepWarning
+
+    cluster = Path(__file__).resolve().parents[1] / "recipes" / "ceviche_cluster.yaml"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SweepWarning)
+        Recipe.load(cluster)  # the shipped recipe fits its walltime
+    with pytest.warns(
+        SweepWarning, match=r"7200 s x \(retries 2 \+ 1\) = 21600 s is longer than cluster.walltime"
+    ):
+        Recipe.load(cluster, ["resources.timeout=2h"])

@@ -107,6 +107,8 @@ def test_cli_submit_status_results_on_a_finished_sweep(tmp_path, capsys):
     assert main(["status", str(out)]) == 0
     assert "done     8" in capsys.readouterr().out
     assert main(["results", str(out), "--export", str(tmp_path / "t.csv")]) == 0
+    summary = capsys.readouterr().out.split("<xarray.Dataset>")[0]
+    assert "last run wall s" in summary and "nan" not in summary, summary
     lines = (tmp_path / "t.csv").read_text().splitlines()
     assert lines[0].startswith("x,offset,") and len(lines) == 9
     assert main(["results", str(out), "--export", str(tmp_path / "t.nc")]) == 0

@@ -32,6 +32,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def slurm():
+    """SLURM for this module; stopped afterwards unless it was already running (`make slurm`)."""
+    was_running = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True).returncode == 0
     up = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=600)
     if up.returncode != 0:
         pytest.fail(f"could not start SLURM:\n{up.stdout}\n{up.stderr}")
@@ -39,6 +41,8 @@ def slurm():
     os.environ["SLURM_CONF"] = str(CONF)
     yield CONF
     subprocess.run(["scancel", "--user=root"], capture_output=True, check=False)
+    if not was_running:
+        subprocess.run([str(SCRIPT), "stop"], capture_output=True, check=False, timeout=60)
     if old is None:
         os.environ.pop("SLURM_CONF", None)
     else:

@@ -9,7 +9,8 @@ import pytest
 from sweep import Sweep, open_results
 from sweep.protocol import PointRecord
 from sweep.recipe import Recipe
-from sweep.store import RECORD_VARS, Store, StoreLocked, StoreMismatch
+from sweep.store import RECORD_VARS, Store, StoreMismatch
+from sweep.storelock import StoreLocked
 from tests.conftest import job
 
 README = Path(__file__).resolve().parents[1] / "README.md"
