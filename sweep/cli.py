@@ -58,7 +58,14 @@ def _parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("submit", help="run a recipe's sweep (resumes an existing output)")
     recipe_args(q)
-    q.add_argument("--force", action="store_true", help="replace an output made by a different space")
+    q.add_argument(
+        "--force", action="store_true", help="start over on an output made by another space or other inputs"
+    )
+    q.add_argument(
+        "--keep-done",
+        action="store_true",
+        help="keep the done points of an output made from other inputs; run the rest with these",
+    )
     q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
     q.add_argument(
         "--dry-run", action="store_true", help="print the plan and the batch job script; submit nothing"
@@ -207,7 +214,7 @@ def _submit(args: argparse.Namespace) -> int:
             print(f"sweep {s.loaded.name}: {len(s)} points -> {s.output}", file=sys.stderr)
             print(f"dashboard: {cluster.dashboard_hint(client, settings)}", file=sys.stderr)
 
-    ds = s.run(force=args.force, progress=not quiet, on_start=announce)
+    ds = s.run(force=args.force, keep_done=args.keep_done, progress=not quiet, on_start=announce)
     status = Counter(ds["status"].values.ravel().astype(str))
     return EXIT_OK if status["done"] == len(s) else EXIT_INCOMPLETE
 

@@ -220,8 +220,11 @@ class Recipe(_Model):
             raise RecipeError(f"{path}:{at}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
         if not isinstance(data, dict):
             raise RecipeError(f"{path}: a recipe is a YAML mapping with at least 'job' and 'params'")
-        data.setdefault("name", re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem))
-        return cls.from_dict(data, overrides, base=path.parent, source=str(path), text=text)
+        named = "name" in data
+        data.setdefault("name", safe_name(path.stem))
+        loaded = cls.from_dict(data, overrides, base=path.parent, source=str(path), text=text)
+        loaded.name_from = "given" if named else "recipe file"
+        return loaded
 
     @classmethod
     def from_dict(
@@ -245,6 +248,11 @@ class Recipe(_Model):
         except ValidationError as exc:
             raise RecipeError("\n".join(_describe(source, e) for e in exc.errors())) from None
         return LoadedRecipe(recipe, base or Path.cwd(), source, text, job_fn)
+
+
+def safe_name(text: str) -> str:
+    """``text`` as a sweep name (``[A-Za-z0-9_.-]+``): other characters become ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text) or "sweep"
 
 
 def _apply_override(data: dict, item: str, source: str) -> None:
@@ -291,8 +299,11 @@ class LoadedRecipe:
     """A recipe plus where it came from, its space and its job reference (all validated)."""
 
     def __init__(self, recipe: Recipe, base: Path, source: str, text: str | None, job_fn: Any) -> None:
-        self.recipe, self.base, self.source = recipe, base, source
-        self.text = text if text is not None else yaml.safe_dump(recipe.model_dump(), sort_keys=False)
+        self.recipe, self.base, self.source, self.job_fn = recipe, base, source, job_fn
+        # the recipe as run, after --set overrides (stored as sweep_recipe), and as written
+        self.effective_text = yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)
+        self.text = text if text is not None else self.effective_text
+        self.name_from = "given"  # or "recipe file" / "job": where the sweep's name came from
         p = recipe.params
         try:
             self.space: Space = build_space(p.space_kind, getattr(p, p.space_kind))

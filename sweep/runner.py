@@ -36,7 +36,7 @@ from sweep.plan import PointTask
 from sweep.pool import CorePool, run_point
 from sweep.progress import SweepProgress, summary_table
 from sweep.protocol import PointRecord
-from sweep.recipe import LoadedRecipe, Recipe
+from sweep.recipe import LoadedRecipe, Recipe, safe_name
 from sweep.results import open_results
 from sweep.store import Store, StoreFull
 from sweep.writer import ResultWriter
@@ -56,12 +56,12 @@ class Sweep:
         params: dict[str, Any],
         resources: dict[str, Any] | None = None,
         *,
-        name: str = "sweep",
+        name: str | None = None,
         child: dict[str, Any] | None = None,
         cluster: dict[str, Any] | None = None,
         output: str | os.PathLike | None = None,
     ) -> None:
-        data: dict[str, Any] = {"name": name, "params": params}
+        data: dict[str, Any] = {"name": name or _job_name(job), "params": params}
         for key, value in (("resources", resources), ("child", child), ("cluster", cluster)):
             if value is not None:
                 data[key] = value
@@ -69,9 +69,11 @@ class Sweep:
             data["output"] = str(output)
         if isinstance(job, str):
             data["job"] = job
-            self._setup(Recipe.from_dict(data))
+            loaded = Recipe.from_dict(data)
         else:
-            self._setup(Recipe.from_dict(data, job_fn=job))
+            loaded = Recipe.from_dict(data, job_fn=job)
+        loaded.name_from = "given" if name else "job"
+        self._setup(loaded)
 
     def _setup(self, loaded: LoadedRecipe) -> None:
         self.loaded = loaded
@@ -129,6 +131,7 @@ class Sweep:
         client: Client | None = None,
         *,
         force: bool = False,
+        keep_done: bool = False,
         progress: bool = True,
         on_start: Callable[[Client], None] | None = None,
         cancel: threading.Event | None = None,
@@ -138,9 +141,12 @@ class Sweep:
         Without ``client`` the recipe's cluster is started (and stopped at the end).
         Setting ``cancel`` stops the sweep: queued and running points are cancelled,
         finished ones are kept. Afterwards ``self.stats`` holds ``wall_s``, ``points_run``
-        and ``store_s`` (time spent writing results). ``force`` replaces an output made by
-        a different space. ``on_start`` is called with the client once the cluster is up
-        (the CLI prints the dashboard link there).
+        and ``store_s`` (time spent writing results). An output made by a different space or
+        from other inputs (fixed parameters, job source, child settings) is refused with the
+        differences (:class:`~sweep.store.StoreMismatch`) unless ``force`` (start over) or, for
+        other inputs, ``keep_done`` (keep the done points, run the rest with the new inputs).
+        ``on_start`` is called with the client once the cluster is up (the CLI prints the
+        dashboard link there).
         """
         t0 = time.monotonic()
         self.stats = {"points_run": 0, "store_s": 0.0}
@@ -154,7 +160,7 @@ class Sweep:
         self._check_environment()
         # The store is complete before any job starts: once uncapped jobs have used up the
         # user's `ulimit -u`, even zarr's I/O threads could not be started any more.
-        with Store.open(self.output, self.loaded, force=force) as store:
+        with Store.open(self.output, self.loaded, force=force, keep_done=keep_done) as store:
             self._store_ready.set()
             todo = store.todo()
             store.run_started()
@@ -323,6 +329,12 @@ class SweepRun:
         if self._error is not None:
             raise self._error
         return self._result
+
+
+def _job_name(job: Callable | str) -> str:
+    """A sweep's default name: its job function's name (``module:function`` -> ``function``)."""
+    name = job.rpartition(":")[2] if isinstance(job, str) else getattr(job, "__name__", "")
+    return safe_name(name if name and name != "<lambda>" else "sweep")
 
 
 def _record(task: PointTask, result: Any) -> PointRecord:

@@ -32,7 +32,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from sweep import _compat, integrity
+from sweep import _compat, inputs, integrity
 from sweep.errors import SweepError
 from sweep.protocol import PointRecord, stored_fields
 from sweep.storelock import HELD_NAME, LOCK_NAME, StoreLock, locked
@@ -109,11 +109,16 @@ class Store:
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike, loaded: Any, *, force: bool = False) -> Store:
+    def open(
+        cls, path: str | os.PathLike, loaded: Any, *, force: bool = False, keep_done: bool = False
+    ) -> Store:
         """Lock ``path`` and open its store for ``loaded`` (a LoadedRecipe), creating it if new.
 
-        An existing store made from a different space raises :class:`StoreMismatch`
-        unless ``force``, which deletes it and starts over.
+        An existing store made from a different space, or from other inputs (fixed
+        parameters, job source, child settings: :mod:`sweep.inputs`), raises
+        :class:`StoreMismatch` listing the differences, unless ``force`` (delete it and start
+        over) or, for other inputs, ``keep_done`` (keep the done points, run the rest with the
+        new inputs, and append the change to the store's ``sweep_history``).
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -121,6 +126,7 @@ class Store:
         _compat.start_zarr_io_threads(IO_THREADS)
         try:
             fingerprint = loaded.space.fingerprint()
+            changes: list[str] = []
             if (path / "zarr.json").exists():
                 attrs = _read_attrs(path)
                 if attrs.get("sweep_fingerprint") != fingerprint:
@@ -132,9 +138,13 @@ class Store:
                             "or --force to delete it and start over"
                         )
                     _clear(path)
+                else:
+                    changes = _changed_inputs(path, attrs, loaded, force=force, keep_done=keep_done)
             if not (path / "zarr.json").exists():
                 _create(path, loaded, fingerprint)
-            return cls(path, lock)
+            store = cls(path, lock)
+            store._record_inputs(loaded, changes)
+            return store
         except BaseException:
             lock.release()
             raise
@@ -168,6 +178,21 @@ class Store:
             log.warning("%s: %d done point(s) lost their outputs; they run again", self.path, len(lost_ix))
             self._put("status", lost_ix, ["pending"] * len(lost_ix))
         return {tuple(int(i) for i in ix) for ix in np.argwhere(~done | lost)}
+
+    def _record_inputs(self, loaded: Any, kept_over: list[str]) -> None:
+        """Store the inputs this run uses; ``kept_over`` (changes accepted with keep_done) go
+        to ``sweep_history`` with the time."""
+        if kept_over:
+            history = json.loads(self.group.attrs.get("sweep_history", "[]"))
+            history.append({"time": _now(), "kept_done_over": kept_over})
+            self.set_attrs(sweep_history=history)
+            log.warning("%s: inputs changed, done points kept: %s", self.path, "; ".join(kept_over))
+        self.set_attrs(
+            sweep_inputs=inputs.of(loaded).to_json(),
+            sweep_recipe=loaded.effective_text,
+            sweep_recipe_source=loaded.text,
+            sweep_name_from=loaded.name_from,
+        )
 
     def run_started(self) -> None:
         """Mark the store as being run by this process (``sweep_run_state = running``).
@@ -339,6 +364,29 @@ def last_run(path: str | os.PathLike, attrs: Mapping[str, Any]) -> str:
     return f"the last run (since {since}, {by}) {state} at {end}"
 
 
+def _changed_inputs(
+    path: Path, attrs: dict[str, Any], loaded: Any, *, force: bool, keep_done: bool
+) -> list[str]:
+    """The inputs that differ from the store's; raises StoreMismatch listing them unless
+    ``force`` (the store is cleared: nothing kept) or ``keep_done`` (they are returned)."""
+    if "sweep_inputs" not in attrs:  # made before inputs were recorded: nothing to compare
+        return []
+    changes = inputs.differences(inputs.Inputs.from_json(attrs["sweep_inputs"]), inputs.of(loaded))
+    if not changes:
+        return []
+    if force:
+        _clear(path)
+        return []
+    if keep_done:
+        return changes
+    listed = "".join(f"\n  {c}" for c in changes)
+    raise StoreMismatch(
+        f"{path} was computed from other inputs:{listed}\nUse --force to start over in place, "
+        "--output PATH to run elsewhere, or --keep-done to keep the done points and run the rest with "
+        "the new inputs (recorded in the store's sweep_history)"
+    )
+
+
 def _read_attrs(path: Path) -> dict[str, Any]:
     try:
         return dict(json.loads((path / "zarr.json").read_text()).get("attributes", {}))
@@ -378,7 +426,7 @@ def _create(path: Path, loaded: Any, fingerprint: str) -> None:
     ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update(
         sweep_name=loaded.name,
-        sweep_recipe=loaded.text,
+        sweep_recipe=loaded.effective_text,
         sweep_job=loaded.job.label,
         sweep_space=space.kind,
         sweep_dims=json.dumps(list(dims)),

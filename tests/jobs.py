@@ -214,3 +214,7 @@ def busy(x: int, seconds: float = 2.0) -> dict:
     while time.monotonic() < end:
         n += 1
     return {"spins": float(n)}
+
+
+def scaled(x: float, scale: float = 1.0) -> dict:
+    return {"value": float(x * scale)}

@@ -80,7 +80,7 @@ def test_dashboard_sweep_page_serves_live_point_states(client, tmp_path):
     def states():
         with urllib.request.urlopen(f"{base}/sweep/data.json", timeout=5) as r:
             data = json.load(r)
-        sweep = next((x for x in data["sweeps"] if x["name"] == "sweep"), None)
+        sweep = next((x for x in data["sweeps"] if x["name"] == s.loaded.name), None)
         return {} if sweep is None else {tuple(p["index"]): p for p in sweep["points"]}
 
     wait_for(lambda: any(p["status"] == "running" and p.get("latest") for p in states().values()))

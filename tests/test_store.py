@@ -48,7 +48,11 @@ def test_grid_dataset_has_the_documented_layout(client, out):
     assert ds["curve"].dims == ("x", "offset", "t") and list(ds["t"].values) == [0, 1, 2, 3]
     assert float(ds["y"].sel(x=3.0, offset=10)) == 19.0
     assert np.allclose(ds["curve"].sel(x=2.0, offset=0), np.linspace(0, 2, 4))
-    assert ds.attrs["sweep_name"] == "sweep" and "jax" in ds.attrs["sweep_versions"]
+    assert (
+        ds.attrs["sweep_name"] == "square"
+        and ds.attrs["sweep_name_from"] == "job"
+        and "jax" in ds.attrs["sweep_versions"]
+    )
     assert "square" in ds.attrs["sweep_recipe"]
     assert (ds["status"] == "done").all() and (ds["attempts"] == 1).all()
     assert (ds["peak_threads"] > 0).all() and (ds["peak_rss"] > 0).all()

@@ -1,0 +1,112 @@
+"""A rerun never returns results computed from other inputs (found by trying, issue: trust)."""
+
+import json
+
+import pytest
+import yaml
+
+from sweep import Sweep, open_results
+from sweep.cli import main
+from tests.conftest import JOBS
+
+
+def recipe(tmp_path, fixed=None, job_file=None, env=None):
+    path = tmp_path / "stale.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "stale",
+                "job": f"{job_file or JOBS}:scaled",
+                "params": {"grid": {"x": [1, 2, 3]}, "fixed": fixed or {"scale": 1.0}},
+                "child": {"env": env or {}},
+                "cluster": {"dashboard": "127.0.0.1:0"},
+                "output": str(tmp_path / "out.zarr"),
+            }
+        )
+    )
+    return path
+
+
+def submit(path, capsys, *extra):
+    rc = main(["submit", str(path), "--no-progress", *extra])
+    return rc, capsys.readouterr().err
+
+
+def test_a_changed_fixed_parameter_is_refused_with_the_difference(client, tmp_path, capsys):
+    """Found: `--set params.fixed.scale=10.0` onto the same output ran nothing and exited 0."""
+    path = recipe(tmp_path)
+    assert submit(path, capsys)[0] == 0
+    rc, err = submit(path, capsys, "--set", "params.fixed.scale=10.0")
+    assert rc == 2, err
+    assert "params.fixed.scale: 1.0 → 10.0" in err and "--keep-done" in err and "--force" in err
+    assert list(open_results(tmp_path / "out.zarr")["value"].values) == [1.0, 2.0, 3.0]
+    assert submit(path, capsys, "--set", "params.fixed.scale=10.0", "--force")[0] == 0
+    assert list(open_results(tmp_path / "out.zarr")["value"].values) == [10.0, 20.0, 30.0]
+
+
+def test_an_edited_job_source_is_refused(client, tmp_path, capsys):
+    job = tmp_path / "job.py"
+    job.write_text("def scaled(x, scale=1.0):\n    return {'value': float(x * scale)}\n")
+    path = recipe(tmp_path, job_file=job)
+    assert submit(path, capsys)[0] == 0
+    job.write_text("def scaled(x, scale=1.0):\n    return {'value': float(x * scale + 1)}\n")
+    rc, err = submit(path, capsys)
+    assert rc == 2 and f"job {job}:scaled: source changed (sha256 " in err, err
+
+
+def test_a_changed_child_env_is_refused(client, tmp_path, capsys):
+    assert submit(recipe(tmp_path), capsys)[0] == 0
+    rc, err = submit(recipe(tmp_path, env={"JAX_ENABLE_X64": "1"}), capsys)
+    assert rc == 2 and "child.env.JAX_ENABLE_X64: (absent) → '1'" in err, err
+
+
+def test_keep_done_runs_the_rest_with_new_inputs_and_records_why(client, tmp_path, capsys):
+    path = recipe(tmp_path)
+    out = tmp_path / "out.zarr"
+    assert submit(path, capsys)[0] == 0
+    ds = open_results(out)
+    # one point failed earlier: it is what --keep-done runs again
+    from sweep.recipe import Recipe
+    from sweep.store import Store
+
+    with Store.open(out, Recipe.load(path)) as store:
+        store._put("status", [(2,)], ["failed"])
+    assert submit(path, capsys, "--set", "params.fixed.scale=10.0", "--keep-done")[0] == 0
+    after = open_results(out)
+    assert list(after["value"].values) == [1.0, 2.0, 30.0]
+    assert (after["started"].values[:2] == ds["started"].values[:2]).all()
+    (entry,) = json.loads(after.attrs["sweep_history"])
+    assert entry["kept_done_over"] == ["params.fixed.scale: 1.0 → 10.0"] and entry["time"]
+    assert "scale: 10.0" in after.attrs["sweep_recipe"]  # the recipe as run, after --set
+
+
+def test_a_changed_callable_in_python_is_refused(client, tmp_path):
+    from sweep.store import StoreMismatch
+
+    def f(x):
+        return {"value": float(x)}
+
+    Sweep(f, {"grid": {"x": [1, 2]}}, output=tmp_path / "o.zarr").run(client=client, progress=False)
+
+    def f(x):  # noqa: F811 - the same name, another body: what a notebook cell rerun does
+        return {"value": float(-x)}
+
+    with pytest.raises(StoreMismatch, match="source changed"):
+        Sweep(f, {"grid": {"x": [1, 2]}}, output=tmp_path / "o.zarr").run(client=client, progress=False)
+
+
+def test_unnamed_python_sweeps_of_different_jobs_do_not_share_an_output(client, tmp_path, monkeypatch):
+    """Found: both defaulted to name 'sweep' and results/sweep.zarr; the second got f's values."""
+    monkeypatch.chdir(tmp_path)
+
+    def first(x):
+        return {"value": float(x)}
+
+    def second(x):
+        return {"value": float(-x)}
+
+    a = Sweep(first, {"grid": {"x": [1, 2]}}).run(client=client, progress=False)
+    b = Sweep(second, {"grid": {"x": [1, 2]}}).run(client=client, progress=False)
+    assert a.attrs["sweep_name"] == "first" and b.attrs["sweep_name"] == "second"
+    assert list(b["value"].values) == [-1.0, -2.0]
+    assert (tmp_path / "results" / "first.zarr").exists() and (tmp_path / "results" / "second.zarr").exists()
