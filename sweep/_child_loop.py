@@ -15,6 +15,7 @@ import resource
 import time
 import traceback
 
+from sweep import isolation
 from sweep.protocol import Exit, JobDone, JobFailed, Metrics, Ready, Report, RunJob, receive, send
 
 _report_fd: int | None = None  # where sweep.report() writes while this child serves
@@ -61,12 +62,14 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     from sweep.outputs import normalize_outputs
 
     hwm_reset = _reset_peak_rss()
+    before = isolation.snapshot()
     cpu0, t0 = _cpu_seconds(), time.perf_counter()
     outputs, error = None, ""
     try:
         outputs = normalize_outputs(request.job.load()(**request.kwargs))
     except BaseException as exc:  # a job's failure of any kind, sys.exit() included, is reported
         error = "".join(traceback.format_exception(exc))
+    unrestorable = tuple(isolation.restore(before))
     peak_kb = _proc_status("VmHWM") if hwm_reset else None
     if peak_kb is None:
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -77,13 +80,16 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
         peak_rss=peak_kb * 1024,
         cores=tuple(sorted(os.sched_getaffinity(0))),
     )
-    return JobFailed(error, metrics) if outputs is None else JobDone(outputs, metrics)
+    if outputs is None:
+        return JobFailed(error, metrics, unrestorable)
+    return JobDone(outputs, metrics, unrestorable)
 
 
 def serve(fd_in: int, fd_out: int) -> int:
     """Answer requests until Exit or until the parent closes the pipe; returns the exit code."""
     global _report_fd
     _report_fd = fd_out
+    isolation.start()
     send(fd_out, Ready(os.getpid()))
     while True:
         try:
@@ -97,4 +103,4 @@ def serve(fd_in: int, fd_out: int) -> int:
             send(fd_out, reply)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             error = f"the job's outputs could not be sent back: {exc!r}"
-            send(fd_out, JobFailed(error, reply.metrics))
+            send(fd_out, JobFailed(error, reply.metrics, reply.unrestorable))

@@ -173,6 +173,7 @@ class Child:
         self.cores = tuple(sorted(cores))
         self.config = config
         self.jobs_run = 0
+        self.unrestorable: tuple[str, ...] = ()  # what a job changed here that can't be undone
         spawn_config = config
         if config.compile_cache:
             try:
@@ -389,6 +390,11 @@ class Child:
             return False
         m = reply.metrics
         record.wall_s, record.cpu_s, record.cores = m.wall_s, m.cpu_s, m.cores
+        if reply.unrestorable:
+            self.unrestorable = reply.unrestorable
+            log.info(
+                "child pid %d must be replaced: its job changed %s", self.pid, "; ".join(reply.unrestorable)
+            )
         record.peak_threads, record.peak_rss = m.threads, m.peak_rss
         if isinstance(reply, JobDone):
             record.status, record.outputs = "done", reply.outputs

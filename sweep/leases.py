@@ -40,42 +40,83 @@ def lease_dir() -> Path:
     return folder
 
 
+TEXT_BYTES = 256  # holder text is written padded to this size: no truncate per lease
+
+
 @dataclass
 class Held:
     """Locks held on some CPUs; :meth:`release` (or this process's death) frees them."""
 
     cores: tuple[int, ...]
-    fds: tuple[int, ...]
+    locks: NodeLocks
 
     def release(self) -> None:
-        for fd in self.fds:
-            os.close(fd)  # closing the only descriptor drops the flock
-        self.fds = ()
+        self.locks.release(self.cores)
+
+
+class NodeLocks:
+    """This process's handles on the node's CPU lock files, opened once and kept.
+
+    A process must not ask twice for a CPU it holds (a second ``flock`` on the same open
+    file succeeds); :class:`~sweep.pool.CorePool` only asks for cores it has free.
+    """
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder or lease_dir()
+        self._fds: dict[int, int] = {}
+
+    def _fd(self, cpu: int) -> int:
+        fd = self._fds.get(cpu)
+        if fd is None:
+            fd = self._fds[cpu] = os.open(self.folder / f"cpu-{cpu}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        return fd
+
+    def hold(self, candidates: Iterable[int], k: int, holder: str) -> Held | None:
+        """Lock ``k`` CPUs, taken from ``candidates`` in order, or none (None when fewer are free)."""
+        got: list[int] = []
+        for cpu in candidates:
+            if len(got) == k:
+                break
+            try:
+                fcntl.flock(self._fd(cpu), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            got.append(cpu)
+        if len(got) < k:
+            self.release(got)
+            return None
+        text = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}: {holder}"
+        data = text.encode()[: TEXT_BYTES - 1].ljust(TEXT_BYTES - 1) + b"\n"
+        for cpu in got:
+            os.pwrite(self._fds[cpu], data, 0)
+        return Held(tuple(sorted(got)), self)
+
+    def release(self, cores: Iterable[int]) -> None:
+        for cpu in cores:
+            fcntl.flock(self._fds[cpu], fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)  # drops any lock still held
+        self._fds.clear()
 
 
 def hold(candidates: Iterable[int], k: int, holder: str, folder: Path | None = None) -> Held | None:
-    """Lock ``k`` CPUs, taken from ``candidates`` in order, or none (None when fewer are free)."""
-    folder = folder or lease_dir()
-    got: dict[int, int] = {}
-    for cpu in candidates:
-        if len(got) == k:
-            break
-        fd = os.open(folder / f"cpu-{cpu}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        got[cpu] = fd
-    if len(got) < k:
-        for fd in got.values():
-            os.close(fd)
+    """:meth:`NodeLocks.hold` with handles of its own (closed when the lease is released)."""
+    locks = NodeLocks(folder)
+    held = locks.hold(candidates, k, holder)
+    if held is None:
+        locks.close()
         return None
-    text = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}: {holder}\n"
-    for fd in got.values():
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, text.encode(), 0)
-    return Held(tuple(sorted(got)), tuple(got[c] for c in sorted(got)))
+    return Held(held.cores, _ClosingLocks(locks))
+
+
+class _ClosingLocks(NodeLocks):
+    def __init__(self, locks: NodeLocks) -> None:
+        self.folder, self._fds = locks.folder, locks._fds
+
+    def release(self, cores: Iterable[int]) -> None:
+        self.close()
 
 
 def holders(folder: Path | None = None) -> dict[int, str]:

@@ -73,6 +73,7 @@ class CorePool(WorkerPlugin):
         self._idle: list[Child] = []
         self._cond = threading.Condition()
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="sweep-spawner")
+        self._locks = leases.NodeLocks()
         self.spawned = 0
 
     def teardown(self, worker: Any = None) -> None:
@@ -81,6 +82,7 @@ class CorePool(WorkerPlugin):
         for child in idle:
             child.close()
         self._spawner.shutdown(wait=False)
+        self._locks.close()
 
     @contextmanager
     def lease(
@@ -137,18 +139,19 @@ class CorePool(WorkerPlugin):
         first (keeps warm children warm); None when the node has too few free."""
         for child in self._idle:
             if child.config == config and len(child.cores) == k and set(child.cores) <= self._free:
-                held = leases.hold(child.cores, k, what)
+                held = self._locks.hold(child.cores, k, what)
                 if held is not None:
                     self._idle.remove(child)
                     return child, held
         warm = {c for child in self._idle for c in child.cores}
-        held = leases.hold(sorted(self._free, key=lambda c: (c in warm, c)), k, what)
+        held = self._locks.hold(sorted(self._free, key=lambda c: (c in warm, c)), k, what)
         return None if held is None else (None, held)
 
     def _give_back(self, held: leases.Held, child: Child | None, max_jobs: int, max_rss: int | None) -> None:
         keep = (
             child is not None
             and child.alive()
+            and not child.unrestorable
             and child.jobs_run < max_jobs
             and (max_rss is None or child.rss() <= max_rss)
         )

@@ -81,8 +81,12 @@ class Metrics:
 
 @dataclass(frozen=True)
 class JobDone:
+    """The job returned; ``unrestorable`` lists what it changed in the child that can't be put
+    back (:mod:`sweep.isolation`): then the parent replaces the child."""
+
     outputs: dict[str, Output]
     metrics: Metrics
+    unrestorable: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,7 @@ class JobFailed:
 
     error: str
     metrics: Metrics
+    unrestorable: tuple[str, ...] = ()
 
 
 Request = RunJob | Exit

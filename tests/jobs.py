@@ -218,3 +218,31 @@ def busy(x: int, seconds: float = 2.0) -> dict:
 
 def scaled(x: float, scale: float = 1.0) -> dict:
     return {"value": float(x * scale)}
+
+
+def x64_dtype(enable: bool = False) -> dict:
+    """With ``enable``, turns on JAX's 64-bit mode; returns 1.0 when jnp.ones is 64-bit."""
+    import jax
+    import jax.numpy as jnp
+
+    if enable:
+        jax.config.update("jax_enable_x64", True)
+    return {"x64": float(jnp.ones(1).dtype.itemsize == 8), "pid": float(os.getpid())}
+
+
+def meddle(x: int = 0) -> dict:
+    """Changes what a job may change and its child restores; reports what it found first."""
+    import signal
+
+    found = {
+        "cwd_is_tmp": float(os.getcwd() == "/tmp"),
+        "env_set": float("SWEEP_MEDDLED" in os.environ),
+        "handler_set": float(signal.getsignal(signal.SIGUSR1) is not signal.SIG_DFL),
+        "pid": float(os.getpid()),
+    }
+    print("printing works", flush=True)
+    os.chdir("/tmp")
+    os.environ["SWEEP_MEDDLED"] = "1"
+    signal.signal(signal.SIGUSR1, lambda *a: None)
+    sys.stdout.close()
+    return found

@@ -1,0 +1,146 @@
+"""What a job may change in its warm child, restored before the next job runs.
+
+A warm child runs many jobs, so a point's result must not depend on which jobs ran there
+before. Around each job :func:`snapshot` records, and :func:`restore` puts back, what can be
+restored in place: the working directory, the environment, the handlers of the usual
+signals, a pending ``alarm``, the standard streams (``sys.stdout`` / ``sys.stderr`` and file
+descriptors 1 and 2, e.g. after a job closed them). What can't be restored in place is
+reported instead, and the parent replaces the child after that job: JAX's global
+configuration (``jax.config.update("jax_enable_x64", True)``, a default device, ...),
+compared with what it was before the job, or right after ``import jax`` for the job that
+imported it. Standard library only, like the rest of the child.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import io
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+SIGNALS = tuple(
+    getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGCHLD")
+)
+_STREAM_FDS: dict[int, int] = {}  # the child's own stdout and stderr fds, kept aside by start()
+_STREAMS: tuple[Any, ...] = ()
+_jax_at_import: dict[str, Any] | None = None
+
+
+@dataclass
+class State:
+    cwd: str
+    environ: dict[str, str]
+    handlers: dict[int, Any]
+    jax_config: dict[str, Any] | None
+
+
+def _jax_config() -> dict[str, Any] | None:
+    jax = sys.modules.get("jax")
+    config = getattr(jax, "config", None)
+    values = getattr(config, "values", None)
+    return dict(values) if isinstance(values, dict) else None
+
+
+def snapshot() -> State:
+    return State(os.getcwd(), dict(os.environ), {s: signal.getsignal(s) for s in SIGNALS}, _jax_config())
+
+
+def restore(before: State) -> list[str]:
+    """Put back what the job changed; returns what could not be put back (the child must go)."""
+    if os.getcwd() != before.cwd:
+        os.chdir(before.cwd)
+    if os.environ != before.environ:
+        os.environ.clear()
+        os.environ.update(before.environ)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for sig, handler in before.handlers.items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)
+    _restore_streams()
+    return _jax_changes(before.jax_config)
+
+
+def _restore_streams() -> None:
+    if not _STREAMS:  # start() was not called: not in a child
+        return
+    for fd, saved in _STREAM_FDS.items():
+        try:
+            same = os.path.sameopenfile(fd, saved)
+        except OSError:
+            same = False
+        if not same:
+            os.dup2(saved, fd)
+    for name, original in zip(("stdout", "stderr"), _STREAMS):
+        current = getattr(sys, name)
+        if current is original and not original.closed:
+            continue
+        if not original.closed:
+            setattr(sys, name, original)
+        else:
+            fresh = io.TextIOWrapper(
+                io.FileIO(os.dup(1 if name == "stdout" else 2), "w"), line_buffering=True
+            )
+            setattr(sys, name, fresh)
+
+
+def _jax_changes(before: dict[str, Any] | None) -> list[str]:
+    after = _jax_config()
+    if after is None:
+        return []
+    reference = before if before is not None else _jax_at_import
+    if reference is None:
+        return []
+    return [f"{k}: {reference.get(k)!r} → {v!r}" for k, v in sorted(after.items()) if reference.get(k) != v]
+
+
+class _WatchJaxImport(importlib.abc.MetaPathFinder):
+    """Records JAX's configuration right after ``import jax``: the reference for the job that
+    imports it (its changes can't be compared with a "before")."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "jax":
+            return None
+        for finder in sys.meta_path:
+            spec = (
+                None
+                if finder is self
+                else getattr(finder, "find_spec", lambda *a: None)(fullname, path, target)
+            )
+            if spec is not None and spec.loader is not None:
+                break
+        else:
+            return None
+        real = spec.loader
+
+        def exec_module(module: Any) -> None:
+            global _jax_at_import
+            module.__loader__ = spec.loader = real  # the package sees its own loader from now on
+            real.exec_module(module)
+            _jax_at_import = _jax_config()
+
+        spec.loader = _Loader(real, exec_module)
+        return spec
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, real: Any, exec_module: Any) -> None:
+        self._real, self._exec = real, exec_module
+
+    def create_module(self, spec: Any) -> Any:
+        return self._real.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._exec(module)
+
+
+def start() -> None:
+    """Called once by the child before its first job: keep its standard streams aside and
+    watch for ``import jax``."""
+    global _STREAMS
+    _STREAM_FDS.update({1: os.dup(1), 2: os.dup(2)})
+    _STREAMS = (sys.stdout, sys.stderr)
+    if "jax" not in sys.modules:
+        sys.meta_path.insert(0, _WatchJaxImport())
