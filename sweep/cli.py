@@ -24,7 +24,7 @@ import sys
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from sweep.errors import SweepError, UsageError
 
@@ -68,12 +68,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
     q.add_argument(
+        "--only",
+        choices=["failed"],
+        help="--only failed: run the failed, timed-out and killed points, not the pending ones",
+    )
+    q.add_argument(
         "--dry-run", action="store_true", help="print the plan and the batch job script; submit nothing"
     )
 
     q = sub.add_parser("validate", help="check a recipe and list the points it would run")
     recipe_args(q)
     q.add_argument("--all", action="store_true", help="list every point, not the first 20")
+
+    q = sub.add_parser("retry", help="run a store's failed, timed-out and killed points again")
+    q.add_argument("output", help="result store path")
+    q.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key of the recorded recipe, e.g. --set resources.timeout=2h",
+    )
+    q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
 
     q = sub.add_parser("status", help="counts by status of a result store, and its failures")
     q.add_argument("output", help="result store path")
@@ -146,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {
             "submit": _submit,
+            "retry": _retry,
             "validate": _validate,
             "status": _status,
             "results": _results,
@@ -164,12 +182,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _interrupted(args: argparse.Namespace) -> str:
     """What an interrupted command tells: for submit, how many points its store holds."""
-    if args.command != "submit":
+    if args.command not in ("submit", "retry"):
         return "interrupted"
     try:  # the interrupt may have come in the middle of an import: anything can fail here
         from sweep.results import open_results
 
-        output = _load(args).output
+        output = _load(args).output if args.command == "submit" else args.output
         done = int((open_results(output)["status"] == "done").sum())
     except Exception:
         return "interrupted"
@@ -208,15 +226,39 @@ def _submit(args: argparse.Namespace) -> int:
                 print(f"placeholder: a real run listens on cluster.interface):\n{batch.job_script()}")
         return EXIT_OK
     quiet = args.no_progress
+    ds = s.run(
+        force=args.force,
+        keep_done=args.keep_done,
+        only_failed=args.only == "failed",
+        progress=not quiet,
+        on_start=_announcer(s, quiet),
+    )
+    return _exit_code(ds, len(s))
 
-    def announce(client) -> None:
+
+def _retry(args: argparse.Namespace) -> int:
+    from sweep.runner import Sweep
+
+    s = Sweep.from_store(args.output, args.overrides)
+    ds = s.run(only_failed=True, progress=not args.no_progress, on_start=_announcer(s, args.no_progress))
+    return _exit_code(ds, len(s))
+
+
+def _announcer(s: Any, quiet: bool) -> Any:
+    """What submit prints once the cluster is up: the sweep, its output, the dashboard link."""
+    from sweep import cluster
+
+    def announce(client: Any) -> None:
         if not quiet:
             print(f"sweep {s.loaded.name}: {len(s)} points -> {s.output}", file=sys.stderr)
-            print(f"dashboard: {cluster.dashboard_hint(client, settings)}", file=sys.stderr)
+            print(f"dashboard: {cluster.dashboard_hint(client, s.recipe.cluster)}", file=sys.stderr)
 
-    ds = s.run(force=args.force, keep_done=args.keep_done, progress=not quiet, on_start=announce)
+    return announce
+
+
+def _exit_code(ds: Any, total: int) -> int:
     status = Counter(ds["status"].values.ravel().astype(str))
-    return EXIT_OK if status["done"] == len(s) else EXIT_INCOMPLETE
+    return EXIT_OK if status["done"] == total else EXIT_INCOMPLETE
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -83,6 +83,36 @@ class Sweep:
         self._store_ready = threading.Event()  # set once run() has opened the store
 
     @classmethod
+    def from_store(cls, output: str | os.PathLike, overrides: list[str] | None = None) -> Sweep:
+        """The sweep that made the store at ``output``, from the recipe it recorded (after its
+        ``--set`` overrides), writing to ``output``. A store made in Python with a callable
+        job can't be rebuilt so (RecipeError saying so): rerun it from Python."""
+        from sweep.recipe import RecipeError, load_yaml
+        from sweep.results import open_results
+
+        attrs = open_results(output, load=False).attrs
+        if "sweep_recipe_dir" not in attrs:
+            raise RecipeError(
+                f"{output}: this store does not record its recipe; submit the recipe file again"
+            )
+        data = load_yaml(attrs["sweep_recipe"])
+        data["output"] = str(output)
+        try:
+            loaded = Recipe.from_dict(
+                data, overrides, base=Path(attrs["sweep_recipe_dir"]), source=f"{output} (its sweep_recipe)"
+            )
+        except RecipeError as exc:
+            if attrs.get("sweep_name_from") == "job" or "<callable>" in attrs.get("sweep_job", ""):
+                raise RecipeError(
+                    f"{exc}\n{output} was made in Python with a callable job: rerun it from Python, "
+                    "e.g. Sweep(job, params, output=...).run(only_failed=True)"
+                ) from None
+            raise
+        self = cls.__new__(cls)
+        self._setup(loaded)
+        return self
+
+    @classmethod
     def from_yaml(
         cls, path: str | os.PathLike, overrides: list[str] | None = None, output: str | None = None
     ) -> Sweep:
@@ -132,6 +162,7 @@ class Sweep:
         *,
         force: bool = False,
         keep_done: bool = False,
+        only_failed: bool = False,
         progress: bool = True,
         on_start: Callable[[Client], None] | None = None,
         cancel: threading.Event | None = None,
@@ -145,6 +176,7 @@ class Sweep:
         from other inputs (fixed parameters, job source, child settings) is refused with the
         differences (:class:`~sweep.store.StoreMismatch`) unless ``force`` (start over) or, for
         other inputs, ``keep_done`` (keep the done points, run the rest with the new inputs).
+        ``only_failed`` runs only the failed, timed-out and killed points (not pending ones).
         ``on_start`` is called with the client once the cluster is up (the CLI prints the
         dashboard link there).
         """
@@ -162,7 +194,7 @@ class Sweep:
         # user's `ulimit -u`, even zarr's I/O threads could not be started any more.
         with Store.open(self.output, self.loaded, force=force, keep_done=keep_done) as store:
             self._store_ready.set()
-            todo = store.todo()
+            todo = store.todo(only_failed)
             store.run_started()
             state = "failed"
             try:

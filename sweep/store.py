@@ -34,7 +34,7 @@ import numpy as np
 
 from sweep import _compat, inputs, integrity
 from sweep.errors import SweepError
-from sweep.protocol import PointRecord, stored_fields
+from sweep.protocol import NOT_DONE, PointRecord, stored_fields
 from sweep.storelock import HELD_NAME, LOCK_NAME, StoreLock, locked
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
@@ -164,11 +164,13 @@ class Store:
     def statuses(self) -> np.ndarray:
         return np.asarray(self.group["status"][...], dtype=object)
 
-    def todo(self) -> set[tuple[int, ...]]:
-        """Indices of points not yet ``done`` (missing, failed, timed out or killed).
+    def todo(self, only_failed: bool = False) -> set[tuple[int, ...]]:
+        """Indices of points not yet ``done`` (pending, failed, timed out or killed); with
+        ``only_failed``, only the failed, timed-out and killed ones.
 
         Done points whose stored outputs are missing or unreadable are set back to
-        ``pending`` first (see :mod:`sweep.integrity`), so they are among them.
+        ``pending`` first (see :mod:`sweep.integrity`), so they are among them (unless
+        ``only_failed``).
         """
         statuses = self.statuses()
         done = statuses == "done"
@@ -177,7 +179,8 @@ class Store:
             lost_ix = [tuple(int(i) for i in ix) for ix in np.argwhere(lost)]
             log.warning("%s: %d done point(s) lost their outputs; they run again", self.path, len(lost_ix))
             self._put("status", lost_ix, ["pending"] * len(lost_ix))
-        return {tuple(int(i) for i in ix) for ix in np.argwhere(~done | lost)}
+        wanted = np.isin(statuses, NOT_DONE) if only_failed else ~done | lost
+        return {tuple(int(i) for i in ix) for ix in np.argwhere(wanted)}
 
     def _record_inputs(self, loaded: Any, kept_over: list[str]) -> None:
         """Store the inputs this run uses; ``kept_over`` (changes accepted with keep_done) go
@@ -192,6 +195,7 @@ class Store:
             sweep_recipe=loaded.effective_text,
             sweep_recipe_source=loaded.text,
             sweep_name_from=loaded.name_from,
+            sweep_recipe_dir=str(Path(loaded.base).resolve()),
         )
 
     def run_started(self) -> None:

@@ -110,3 +110,47 @@ def test_unnamed_python_sweeps_of_different_jobs_do_not_share_an_output(client, 
     assert a.attrs["sweep_name"] == "first" and b.attrs["sweep_name"] == "second"
     assert list(b["value"].values) == [-1.0, -2.0]
     assert (tmp_path / "results" / "first.zarr").exists() and (tmp_path / "results" / "second.zarr").exists()
+
+
+def test_retry_and_only_failed_run_the_failed_points_and_nothing_else(client, tmp_path, capsys):
+    from sweep.recipe import Recipe
+    from sweep.store import Store
+
+    path = tmp_path / "r.yaml"
+    out = tmp_path / "out.zarr"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "job": f"{JOBS}:fail_if",
+                "params": {"grid": {"x": [0, 1, 2, 3]}, "fixed": {"bad": 1}},
+                "cluster": {"dashboard": "127.0.0.1:0"},
+                "output": str(out),
+            }
+        )
+    )
+    assert submit(path, capsys)[0] == 1
+    first = open_results(out)
+    assert list(first["status"].values) == ["done", "failed", "done", "done"]
+    with Store.open(out, Recipe.load(path)) as store:  # point 3 as if never run
+        store._put("status", [(3,)], ["pending"])
+    assert submit(path, capsys, "--only", "failed")[0] == 1
+    second = open_results(out)
+    assert second["started"].values[1] > first["started"].values[1]  # the failed one ran again
+    assert (second["started"].values[[0, 2]] == first["started"].values[[0, 2]]).all()
+    assert second["status"].values[3] == "pending"  # --only failed leaves pending points alone
+    # `sweep retry OUTPUT` rebuilds the sweep from the store, here with a fix given by --set
+    assert main(["retry", str(out), "--no-progress", "--set", "params.fixed.bad=9"]) == 2  # other inputs
+    assert "params.fixed.bad: 1 → 9" in capsys.readouterr().err
+    assert main(["retry", str(out), "--no-progress"]) == 1
+    third = open_results(out)
+    assert third["started"].values[1] > second["started"].values[1]
+    assert third["status"].values[3] == "pending"
+
+
+def test_retry_of_a_python_callable_store_says_to_use_python(client, tmp_path, capsys):
+    def f(x):
+        return {"value": float(x)}
+
+    Sweep(f, {"grid": {"x": [1]}}, output=tmp_path / "o.zarr").run(client=client, progress=False)
+    assert main(["retry", str(tmp_path / "o.zarr"), "--no-progress"]) == 2
+    assert "rerun it from Python" in capsys.readouterr().err
