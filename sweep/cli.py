@@ -44,16 +44,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
-    def recipe_args(q: argparse.ArgumentParser) -> None:
-        q.add_argument("recipe", help="recipe YAML file")
+    def set_arg(q: argparse.ArgumentParser, example: str) -> None:
         q.add_argument(
             "--set",
             dest="overrides",
             action="append",
             default=[],
             metavar="KEY=VALUE",
-            help="override a recipe key, e.g. --set resources.threads=2 (repeatable)",
+            help=f"override a recipe key, e.g. --set {example} (repeatable)",
         )
+
+    def recipe_args(q: argparse.ArgumentParser) -> None:
+        q.add_argument("recipe", help="recipe YAML file")
+        set_arg(q, "resources.threads=2")
         q.add_argument("--output", help="result store path (overrides the recipe's output)")
 
     q = sub.add_parser("submit", help="run a recipe's sweep (resumes an existing output)")
@@ -82,18 +85,14 @@ def _parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("retry", help="run a store's failed, timed-out and killed points again")
     q.add_argument("output", help="result store path")
-    q.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a key of the recorded recipe, e.g. --set resources.timeout=2h",
-    )
+    set_arg(q, "resources.timeout=2h")
     q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
 
     q = sub.add_parser("status", help="counts by status of a result store, and its failures")
     q.add_argument("output", help="result store path")
+    q.add_argument(
+        "--provenance", action="store_true", help="also print the inputs, versions, command and git state"
+    )
 
     q = sub.add_parser("doctor", help="this node's CPUs, limits, measured JAX threads, safe packing")
     q.add_argument("--json", action="store_true", help="print JSON")
@@ -322,6 +321,10 @@ def _status(args: argparse.Namespace) -> int:
     over = (ds["peak_threads"] > ds["thread_budget"]) & (ds["thread_budget"] > 0)
     if over.any():
         print(f"  over their thread budget: {int(over.sum())} points (see peak_threads)")
+    if args.provenance:
+        from sweep import provenance
+
+        print(provenance.render(dict(ds.attrs)))
     return EXIT_OK if counts["done"] == total else EXIT_INCOMPLETE
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from distributed import Client, Future, as_completed
 
-from sweep import events, limits, plan
+from sweep import events, limits, plan, provenance
 from sweep.child import multipliers
 from sweep.cluster import check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
@@ -259,6 +259,8 @@ class Sweep:
         client.register_plugin(SweepPage(), name=SweepPage.name)
         if on_start is not None:
             on_start(client)
+        workers = dict(client.run(provenance.host_versions).values())
+        store.set_attrs(sweep_provenance=provenance.record(self.loaded, workers))
         topic = events.topic(self.loaded.name)
         client.log_event(topic, events.to_msg(plan.announcement(self.loaded, todo)))
         total = len(self.loaded.space)

@@ -26,13 +26,12 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import numpy as np
 
-from sweep import _compat, inputs, integrity
+from sweep import _compat, inputs, integrity, provenance
 from sweep.errors import SweepError
 from sweep.protocol import NOT_DONE, PointRecord, stored_fields
 from sweep.storelock import HELD_NAME, LOCK_NAME, StoreLock, locked
@@ -69,16 +68,6 @@ class StoreFull(SweepError, RuntimeError):
 
 class StoreMismatch(SweepError, RuntimeError):
     """The store was made by a recipe with a different space."""
-
-
-def _versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("sweep", "jax", "jaxlib", "dask", "distributed", "xarray", "zarr", "numpy"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 def _chunks(shape: tuple[int, ...], budget: int) -> tuple[int, ...]:
@@ -437,7 +426,7 @@ def _create(path: Path, loaded: Any, fingerprint: str) -> None:
         sweep_points=len(space),
         sweep_fingerprint=fingerprint,
         sweep_created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        sweep_versions=json.dumps(_versions()),
+        sweep_versions=json.dumps(provenance.versions()),
         sweep_outputs="{}",
     )
     # Written aside, then moved in with the group's zarr.json last: a reader sees no store or a

@@ -154,3 +154,24 @@ def test_retry_of_a_python_callable_store_says_to_use_python(client, tmp_path, c
     Sweep(f, {"grid": {"x": [1]}}, output=tmp_path / "o.zarr").run(client=client, progress=False)
     assert main(["retry", str(tmp_path / "o.zarr"), "--no-progress"]) == 2
     assert "rerun it from Python" in capsys.readouterr().err
+
+
+def test_provenance_names_the_command_versions_and_git_commit(client, tmp_path, capsys):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "job.py").write_text("def scaled(x, scale=1.0):\n    return {'value': float(x * scale)}\n")
+    path = recipe(repo, job_file=repo / "job.py")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "recipe and job"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert submit(path, capsys)[0] == 0
+    assert main(["status", str(repo / "out.zarr"), "--provenance"]) == 0
+    said = capsys.readouterr().out
+    assert f"git (recipe): {repo} at {commit}, with uncommitted changes" in said  # out.zarr is untracked
+    assert f"git (job): {repo} at {commit}" in said
+    assert "job_hash:" in said and "params.fixed" not in said and "'scale': 1.0" in said
+    assert "workers on " in said and "'jax': " in said and "command: " in said
