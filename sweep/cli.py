@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sweep.errors import SweepError, UsageError
+from sweep.logs import log_to_stderr
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 # Commands that print and exit; only these may die by SIGPIPE.
@@ -197,11 +198,7 @@ def _setup_logging(verbose: int) -> None:
     """Warnings as ``sweep: warning: ...`` lines; ``-v`` shows sweep's log on stderr."""
     warnings.formatwarning = lambda message, category, *_a, **_k: f"sweep: warning: {message}\n"
     if verbose:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
-        logger = logging.getLogger("sweep")
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
+        log_to_stderr(logging.DEBUG if verbose > 1 else logging.INFO)
 
 
 def _load(args: argparse.Namespace):
@@ -296,7 +293,7 @@ def _status(args: argparse.Namespace) -> int:
     from sweep.store import last_run, lost_points
 
     ds = _open(args.output)
-    status = ds["status"].values.ravel().astype(str)
+    status = ds["status"].values.ravel().astype(object)  # room for "damaged"
     lost = lost_points(args.output).ravel()
     status[lost] = "damaged"
     counts = Counter(status)

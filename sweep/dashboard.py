@@ -64,14 +64,7 @@ class SweepPage(SchedulerPlugin):
             point["latest"] = event.latest
             point["reports"] = point.get("reports", 0) + 1
         else:
-            point.update(
-                status=event.status,
-                host=event.host,
-                cores=list(event.cores),
-                peak_threads=event.peak_threads,
-                wall_s=event.wall_s,
-                attempts=event.attempts,
-            )
+            point.update({k: v for k, v in asdict(event).items() if k != "index"})
 
     def _announce(self, name: str, event: events.SweepAnnounced) -> None:
         fields = asdict(event)

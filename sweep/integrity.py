@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from sweep import _compat
 from sweep.errors import SweepError
 from sweep.outputs import Output
 
@@ -68,26 +69,34 @@ def check_coords(name: str, out: Output, stored: Mapping[str, np.ndarray | None]
         if have is None and got is None:
             continue
         if have is None or got is None or not np.array_equal(np.asarray(got), have):
-            shown_got = "none" if got is None else str(np.asarray(got).tolist())
-            shown_have = "none" if have is None else str(have.tolist())
             raise ValueError(
-                f"output {name!r}: coordinate {dim!r} is {shown_got} here but {shown_have} in the store; "
-                "return the same coordinates on every point"
+                f"output {name!r}: coordinate {dim!r} is {_shown(got)} here but {_shown(have)} in the "
+                "store; return the same coordinates on every point"
             )
+
+
+def _shown(values: Any) -> str:
+    """Coordinate values for a message: all of a few, the ends and the count of many."""
+    if values is None:
+        return "none"
+    items = np.asarray(values).tolist()
+    if len(items) <= 8:
+        return str(items)
+    return f"[{items[0]}, {items[1]}, ..., {items[-1]}] ({len(items)} values)"
 
 
 def lost_points(group: Any, path: Path, outputs: Mapping[str, list[str]], done: np.ndarray) -> np.ndarray:
     """Mask of done points whose stored outputs are missing or unreadable."""
     lost = np.zeros(done.shape, dtype=bool)
     sweep_ndim = done.ndim
+    done_at = np.argwhere(done)
     for name in outputs:
         if not (path / name / "zarr.json").exists():
             lost |= done
             continue
         array = group[name]
         chunks = array.chunks[:sweep_ndim]
-        blocks = {tuple(int(i) // c for i, c in zip(ix, chunks)) for ix in np.argwhere(done)}
-        for block in blocks:
+        for block in map(tuple, np.unique(done_at // np.array(chunks, dtype=int), axis=0).tolist()):
             if not _block_readable(array, path / name, block + (0,) * (array.ndim - sweep_ndim)):
                 where = tuple(slice(b * c, (b + 1) * c) for b, c in zip(block, chunks))
                 lost[where] |= done[where]
@@ -95,8 +104,6 @@ def lost_points(group: Any, path: Path, outputs: Mapping[str, list[str]], done: 
 
 
 def _block_readable(array: Any, folder: Path, block: tuple[int, ...]) -> bool:
-    from sweep import _compat
-
     if not (folder / _compat.chunk_key(array, block)).is_file():
         return False
     try:

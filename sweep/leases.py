@@ -101,24 +101,6 @@ class NodeLocks:
         self._fds.clear()
 
 
-def hold(candidates: Iterable[int], k: int, holder: str, folder: Path | None = None) -> Held | None:
-    """:meth:`NodeLocks.hold` with handles of its own (closed when the lease is released)."""
-    locks = NodeLocks(folder)
-    held = locks.hold(candidates, k, holder)
-    if held is None:
-        locks.close()
-        return None
-    return Held(held.cores, _ClosingLocks(locks))
-
-
-class _ClosingLocks(NodeLocks):
-    def __init__(self, locks: NodeLocks) -> None:
-        self.folder, self._fds = locks.folder, locks._fds
-
-    def release(self, cores: Iterable[int]) -> None:
-        self.close()
-
-
 def holders(folder: Path | None = None) -> dict[int, str]:
     """CPU -> who holds it now, for every CPU whose lease is held on this node."""
     folder = folder or lease_dir()

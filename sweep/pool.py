@@ -35,6 +35,7 @@ from distributed import WorkerPlugin, get_worker
 from sweep import _compat, events, leases
 from sweep.child import Child, ChildConfig, ChildDied
 from sweep.jobqueue import batch_job_id
+from sweep.logs import log_to_stderr
 from sweep.plan import PointTask
 from sweep.protocol import PointRecord
 
@@ -66,9 +67,11 @@ class CorePool(WorkerPlugin):
         With ``log_level`` below WARNING (the client's ``sweep -v``), this worker's
         ``sweep`` loggers write to its stderr (a batch job's log file on a cluster).
         """
-        _log_to_stderr(self.log_level)
+        log_to_stderr(self.log_level)
         self.cores = tuple(sorted(os.sched_getaffinity(0)))
         self.address = getattr(worker, "address", f"pid {os.getpid()}")
+        # where this worker runs, recorded with every point (read once: HTCondor's is a file)
+        self.host, self.batch_job = socket.gethostname(), batch_job_id(os.environ)
         self._free: set[int] = set(self.cores)
         self._idle: list[Child] = []
         self._cond = threading.Condition()
@@ -180,16 +183,6 @@ class CorePool(WorkerPlugin):
         return pool
 
 
-def _log_to_stderr(level: int) -> None:
-    root = logging.getLogger("sweep")
-    if level >= logging.WARNING or root.handlers:
-        return
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s [%(process)d]: %(message)s"))
-    root.addHandler(handler)
-    root.setLevel(level)
-
-
 def run_point(task: PointTask) -> PointRecord:
     """Run one point in a leased, capped child, retrying up to ``task.retries`` times.
 
@@ -198,7 +191,7 @@ def run_point(task: PointTask) -> PointRecord:
     """
     worker = get_worker()
     pool = CorePool.of_this_worker()
-    host = socket.gethostname()
+    host = pool.host
     say = partial(worker.log_event, events.topic(task.sweep))
     say(events.to_msg(events.PointStarted(task.index, host)))
     reports: list[dict[str, Any]] = []
@@ -222,7 +215,7 @@ def run_point(task: PointTask) -> PointRecord:
         index=task.index,
         attempts=attempt,
         host=host,
-        batch_job=batch_job_id(os.environ),
+        batch_job=pool.batch_job,
         thread_budget=task.thread_budget,
         reports=reports,
     )

@@ -127,11 +127,12 @@ def last_run_wall(attrs: Any) -> float | None:
     """Seconds between the store's last run's start and end, or None when not recorded."""
     from datetime import datetime
 
+    from sweep.store import TIME_FORMAT
+
     start, end = attrs.get("sweep_last_run"), attrs.get("sweep_last_end")
     if not start or not end:
         return None
-    fmt = "%Y-%m-%dT%H:%M:%S%z"
-    seconds = (datetime.strptime(end, fmt) - datetime.strptime(start, fmt)).total_seconds()
+    seconds = (datetime.strptime(end, TIME_FORMAT) - datetime.strptime(start, TIME_FORMAT)).total_seconds()
     return seconds if seconds >= 0 else None
 
 

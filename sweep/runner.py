@@ -36,7 +36,7 @@ from sweep.plan import PointTask
 from sweep.pool import CorePool, run_point
 from sweep.progress import SweepProgress, summary_table
 from sweep.protocol import PointRecord
-from sweep.recipe import LoadedRecipe, Recipe, safe_name
+from sweep.recipe import LoadedRecipe, Recipe, RecipeError, load_yaml, safe_name
 from sweep.results import open_results
 from sweep.store import Store, StoreFull
 from sweep.writer import ResultWriter
@@ -87,9 +87,6 @@ class Sweep:
         """The sweep that made the store at ``output``, from the recipe it recorded (after its
         ``--set`` overrides), writing to ``output``. A store made in Python with a callable
         job can't be rebuilt so (RecipeError saying so): rerun it from Python."""
-        from sweep.recipe import RecipeError, load_yaml
-        from sweep.results import open_results
-
         attrs = open_results(output, load=False).attrs
         if "sweep_recipe_dir" not in attrs:
             raise RecipeError(
@@ -102,7 +99,7 @@ class Sweep:
                 data, overrides, base=Path(attrs["sweep_recipe_dir"]), source=f"{output} (its sweep_recipe)"
             )
         except RecipeError as exc:
-            if attrs.get("sweep_name_from") == "job" or "<callable>" in attrs.get("sweep_job", ""):
+            if ":" not in str(data.get("job", "")):  # a callable's recipe names only the function
                 raise RecipeError(
                     f"{exc}\n{output} was made in Python with a callable job: rerun it from Python, "
                     "e.g. Sweep(job, params, output=...).run(only_failed=True)"
@@ -143,10 +140,6 @@ class Sweep:
     def thread_budget(self) -> int:
         """Threads each job may hold: ``resources.thread_budget``, else 10 + 5k."""
         return plan.budget(self.recipe)
-
-    def tasks(self, todo: Iterable[tuple[int, ...]]) -> list[PointTask]:
-        """The tasks for the given point indices, in the space's order."""
-        return plan.tasks(self.loaded, todo)
 
     # -- running ------------------------------------------------------------------------
     def start(self, client: Client | None = None, **kwargs: Any) -> SweepRun:
@@ -207,6 +200,9 @@ class Sweep:
             except StoreFull as exc:
                 saved = int((store.statuses() == "done").sum())
                 raise StoreFull(f"{exc}; {saved} points saved; submit again after freeing space") from None
+            except KeyboardInterrupt:
+                state = "interrupted"
+                raise
             finally:
                 store.run_ended(state)
         ds = open_results(self.output)

@@ -67,7 +67,7 @@ class StoreFull(SweepError, RuntimeError):
 
 
 class StoreMismatch(SweepError, RuntimeError):
-    """The store was made by a recipe with a different space."""
+    """The store was made by a different space or from other inputs; the message lists how."""
 
 
 def _chunks(shape: tuple[int, ...], budget: int) -> tuple[int, ...]:
@@ -115,6 +115,7 @@ class Store:
         _compat.start_zarr_io_threads(IO_THREADS)
         try:
             fingerprint = loaded.space.fingerprint()
+            now = inputs.of(loaded)  # reads and hashes the job's source: once per open
             changes: list[str] = []
             if (path / "zarr.json").exists():
                 attrs = _read_attrs(path)
@@ -128,11 +129,11 @@ class Store:
                         )
                     _clear(path)
                 else:
-                    changes = _changed_inputs(path, attrs, loaded, force=force, keep_done=keep_done)
+                    changes = _changed_inputs(path, attrs, now, force=force, keep_done=keep_done)
             if not (path / "zarr.json").exists():
                 _create(path, loaded, fingerprint)
             store = cls(path, lock)
-            store._record_inputs(loaded, changes)
+            store._record_inputs(loaded, now, changes)
             return store
         except BaseException:
             lock.release()
@@ -171,16 +172,17 @@ class Store:
         wanted = np.isin(statuses, NOT_DONE) if only_failed else ~done | lost
         return {tuple(int(i) for i in ix) for ix in np.argwhere(wanted)}
 
-    def _record_inputs(self, loaded: Any, kept_over: list[str]) -> None:
+    def _record_inputs(self, loaded: Any, now: inputs.Inputs, kept_over: list[str]) -> None:
         """Store the inputs this run uses; ``kept_over`` (changes accepted with keep_done) go
         to ``sweep_history`` with the time."""
+        extra: dict[str, Any] = {}
         if kept_over:
             history = json.loads(self.group.attrs.get("sweep_history", "[]"))
-            history.append({"time": _now(), "kept_done_over": kept_over})
-            self.set_attrs(sweep_history=history)
+            extra["sweep_history"] = [*history, {"time": _now(), "kept_done_over": kept_over}]
             log.warning("%s: inputs changed, done points kept: %s", self.path, "; ".join(kept_over))
         self.set_attrs(
-            sweep_inputs=inputs.of(loaded).to_json(),
+            **extra,
+            sweep_inputs=now.to_json(),
             sweep_recipe=loaded.effective_text,
             sweep_recipe_source=loaded.text,
             sweep_name_from=loaded.name_from,
@@ -200,7 +202,8 @@ class Store:
         )
 
     def run_ended(self, state: str) -> None:
-        """Record how the run ended: ``finished``, ``cancelled`` or ``failed`` (an exception).
+        """Record how the run ended: ``finished``, ``cancelled``, ``interrupted`` (Ctrl-C) or
+        ``failed`` (an exception).
 
         On a full file system this can't be written; the store then reads as ended abnormally.
         """
@@ -333,8 +336,11 @@ def lost_points(path: str | os.PathLike) -> np.ndarray:
     return integrity.lost_points(group, Path(path), _outputs(group), done)
 
 
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # of the run times in the store's attributes
+
+
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return time.strftime(TIME_FORMAT)
 
 
 def last_run(path: str | os.PathLike, attrs: Mapping[str, Any]) -> str:
@@ -358,13 +364,13 @@ def last_run(path: str | os.PathLike, attrs: Mapping[str, Any]) -> str:
 
 
 def _changed_inputs(
-    path: Path, attrs: dict[str, Any], loaded: Any, *, force: bool, keep_done: bool
+    path: Path, attrs: dict[str, Any], now: inputs.Inputs, *, force: bool, keep_done: bool
 ) -> list[str]:
     """The inputs that differ from the store's; raises StoreMismatch listing them unless
     ``force`` (the store is cleared: nothing kept) or ``keep_done`` (they are returned)."""
     if "sweep_inputs" not in attrs:  # made before inputs were recorded: nothing to compare
         return []
-    changes = inputs.differences(inputs.Inputs.from_json(attrs["sweep_inputs"]), inputs.of(loaded))
+    changes = inputs.differences(inputs.Inputs.from_json(attrs["sweep_inputs"]), now)
     if not changes:
         return []
     if force:

@@ -25,7 +25,7 @@ def test_plan_counts_jobs_per_node_and_dask():
 @pytest.mark.slow
 def test_doctor_json_reports_measured_children_and_core_leases(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("SWEEP_LEASE_DIR", str(tmp_path))
-    held = leases.hold(sorted(os.sched_getaffinity(0))[-1:], 1, "sweep demo point (3,)")
+    held = leases.NodeLocks().hold(sorted(os.sched_getaffinity(0))[-1:], 1, "sweep demo point (3,)")
     assert main(["doctor", "--json"]) == 0
     held.release()
     report = json.loads(capsys.readouterr().out)

@@ -37,6 +37,6 @@ def test_the_sweep_page_follows_a_points_life():
     assert first["status"] == "running" and first["latest"] == {"step": 2, "loss": 0.25}
     page.log_event(t, events.to_msg(events.PointEnded((0,), "failed", "h", (1,), 15, 0.5, 2)))
     first = page.snapshot()["sweeps"][0]["points"][0]
-    assert first["status"] == "failed" and first["cores"] == [1] and first["attempts"] == 2
+    assert first["status"] == "failed" and list(first["cores"]) == [1] and first["attempts"] == 2
     page.log_event("not-a-sweep", events.to_msg(events.PointStarted((1,), "h")))
     assert page.snapshot()["sweeps"][0]["points"][1]["status"] == "done"

@@ -299,5 +299,6 @@ def test_ctrl_c_is_one_line_exit_130_and_resumes(tmp_path, after):
     assert err.strip().splitlines()[-1].startswith("sweep submit: interrupted"), err
     if after == "two points":
         assert "points saved" in err and "submit again to resume" in err
+        assert open_results(out).attrs["sweep_run_state"] == "interrupted"
     assert cli_submit(recipe).returncode == 0
     assert (open_results(out)["status"] == "done").all()

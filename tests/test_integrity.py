@@ -64,7 +64,7 @@ def test_a_mixed_axis_names_the_values(tmp_path):
         Recipe.load(recipe)
 
 
-def damaged_rerun(client, out, tmp_path, damage):
+def damaged_rerun(client, out, tmp_path, damage, capsys):
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         yaml.safe_dump(
@@ -74,24 +74,27 @@ def damaged_rerun(client, out, tmp_path, damage):
     first = Sweep.from_yaml(recipe).run(client=client, progress=False)
     assert (first["status"] == "done").all()
     damage(out)
+    capsys.readouterr()
     assert main(["status", str(out)]) == 1  # the damage is seen before anything runs
+    said = capsys.readouterr().out
+    assert "damaged  4 (done, but their stored outputs are missing or unreadable" in said, said
     again = Sweep.from_yaml(recipe).run(client=client, progress=False)
     assert (again["status"] == "done").all()
     np.testing.assert_array_equal(again["curve"].values, first["curve"].values)
     return first, again
 
 
-def test_a_deleted_output_chunk_is_not_done_and_runs_again(client, out, tmp_path):
+def test_a_deleted_output_chunk_is_not_done_and_runs_again(client, out, tmp_path, capsys):
     def damage(path):
         chunks = sorted(p for p in (path / "curve").rglob("*") if p.is_file() and p.name != "zarr.json")
         chunks[0].unlink()
 
-    first, again = damaged_rerun(client, out, tmp_path, damage)
+    first, again = damaged_rerun(client, out, tmp_path, damage, capsys)
     assert (again["started"].values > first["started"].values).all()  # one chunk held every point
 
 
-def test_a_deleted_output_variable_is_not_done_and_runs_again(client, out, tmp_path):
-    damaged_rerun(client, out, tmp_path, lambda path: shutil.rmtree(path / "vec"))
+def test_a_deleted_output_variable_is_not_done_and_runs_again(client, out, tmp_path, capsys):
+    damaged_rerun(client, out, tmp_path, lambda path: shutil.rmtree(path / "vec"), capsys)
 
 
 def test_damaged_metadata_is_one_line_naming_the_file(client, out, tmp_path, capsys):
