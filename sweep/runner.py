@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 import uuid
@@ -165,7 +166,9 @@ class Sweep:
         Without ``client`` the recipe's cluster is started (and stopped at the end).
         Setting ``cancel`` stops the sweep: queued and running points are cancelled,
         finished ones are kept. Afterwards ``self.stats`` holds ``wall_s``, ``points_run``
-        and ``store_s`` (time spent writing results). An output made by a different space or
+        and ``store_s`` (time spent writing results), and ``kept`` and ``new`` when the space
+        grew (values, points or ``n`` added: the points already run are kept, see
+        :mod:`sweep.growth`). An output made by a different space or
         from other inputs (fixed parameters, job source, child settings) is refused with the
         differences (:class:`~sweep.store.StoreMismatch`) unless ``force`` (start over) or, for
         other inputs, ``keep_done`` (keep the done points, run the rest with the new inputs).
@@ -188,6 +191,12 @@ class Sweep:
         with Store.open(self.output, self.loaded, force=force, keep_done=keep_done) as store:
             self._store_ready.set()
             todo = store.todo(only_failed)
+            if store.growth is not None:
+                self.stats.update(kept=store.growth.kept, new=store.growth.new)
+                if progress:
+                    print(
+                        f"[sweep] {self.output}: the space changed: {store.growth.summary()}", file=sys.stderr
+                    )
             store.run_started()
             state = "failed"
             try:

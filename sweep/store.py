@@ -31,7 +31,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from sweep import _compat, inputs, integrity, provenance
+from sweep import _compat, growth, inputs, integrity, provenance
 from sweep.errors import SweepError
 from sweep.protocol import NOT_DONE, PointRecord, stored_fields
 from sweep.storelock import HELD_NAME, LOCK_NAME, StoreLock, locked
@@ -95,6 +95,7 @@ class Store:
             name: dims for name, dims in _outputs(self.group).items() if (path / name / "zarr.json").exists()
         }
         self._coords: dict[str, np.ndarray | None] = {}
+        self.growth: growth.Growth | None = None  # set when open() grew the store to a new space
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -103,11 +104,15 @@ class Store:
     ) -> Store:
         """Lock ``path`` and open its store for ``loaded`` (a LoadedRecipe), creating it if new.
 
-        An existing store made from a different space, or from other inputs (fixed
-        parameters, job source, child settings: :mod:`sweep.inputs`), raises
-        :class:`StoreMismatch` listing the differences, unless ``force`` (delete it and start
-        over) or, for other inputs, ``keep_done`` (keep the done points, run the rest with the
-        new inputs, and append the change to the store's ``sweep_history``).
+        A store made for a smaller space of the same kind and dims (grid values, list points
+        or random ``n`` added) is grown in place: its points are kept, matched by parameter
+        values, and the new ones added as ``pending`` (:mod:`sweep.growth`; ``store.growth``
+        says how many of each). A space that would drop points that ran, or from other inputs
+        (fixed parameters, job source, child settings: :mod:`sweep.inputs`), raises
+        :class:`StoreMismatch` listing them, unless ``keep_done`` (keep the done points: those
+        still in the space, or those computed with the old inputs; the change is appended to
+        the store's ``sweep_history``) or ``force`` (delete it all and start over). Any other
+        space is a different sweep: refused unless ``force``.
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -117,22 +122,22 @@ class Store:
             fingerprint = loaded.space.fingerprint()
             now = inputs.of(loaded)  # reads and hashes the job's source: once per open
             changes: list[str] = []
+            grown: growth.Growth | None = None
+            _finish_swap(path)
             if (path / "zarr.json").exists():
                 attrs = _read_attrs(path)
-                if attrs.get("sweep_fingerprint") != fingerprint:
-                    if not force:
-                        raise StoreMismatch(
-                            f"{path} holds a different sweep (space of recipe "
-                            f"{attrs.get('sweep_name', '?')!r} with {attrs.get('sweep_points', '?')} "
-                            f"points; this recipe has {len(loaded.space)}). Use another --output, "
-                            "or --force to delete it and start over"
-                        )
+                moved = attrs.get("sweep_fingerprint") != fingerprint
+                if moved and force:
                     _clear(path)
                 else:
+                    grown = _growth(path, attrs, loaded.space, keep_done) if moved else None
                     changes = _changed_inputs(path, attrs, now, force=force, keep_done=keep_done)
+                    if grown is not None:
+                        _grow(path, loaded, fingerprint, grown)
             if not (path / "zarr.json").exists():
                 _create(path, loaded, fingerprint)
             store = cls(path, lock)
+            store.growth = grown
             store._record_inputs(loaded, now, changes)
             return store
         except BaseException:
@@ -289,9 +294,6 @@ class Store:
         return {d: self._coords[d] for d in dims if d in used}
 
     def _add_output(self, name: str, out: Any) -> None:
-        import dask.array as da
-        import xarray as xr
-
         if name in RECORD_VARS or name in self.dims or name in self.group:
             raise ValueError(f"output name {name!r} clashes with a sweep variable or axis; rename it")
         clash = set(out.dims) & set(self.dims)
@@ -299,17 +301,9 @@ class Store:
             raise ValueError(f"output {name!r} uses dims {sorted(clash)} that are sweep axes; rename them")
         values = np.asarray(out.values)
         dtype = values.dtype if values.dtype.kind in "fc" else np.dtype("float64")
-        shape = self.shape + values.shape
-        per_point = max(1, math.prod(values.shape) * dtype.itemsize)
-        chunks = _chunks(self.shape, min(POINTS_PER_CHUNK, OUTPUT_CHUNK_BYTES // per_point)) + values.shape
-        data = da.full(shape, np.nan, dtype=dtype, chunks=chunks)
-        coords = {d: c for d, c in out.coords.items() if d not in self.group}
-        self._coords.update({d: np.asarray(c) for d, c in coords.items()})
-        ds = xr.Dataset({name: (self.dims + tuple(out.dims), data)}, coords=coords)
-        encoding = {name: {"fill_value": np.nan, "chunks": chunks}}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ds.to_zarr(str(self.path), mode="a", compute=False, consolidated=False, encoding=encoding)
+        coords = {d: np.asarray(c) for d, c in out.coords.items() if d not in self.group}
+        _create_output(self.path, name, tuple(out.dims), values.shape, dtype, coords)
+        self._coords.update(coords)
         self.outputs[name] = list(self.dims + tuple(out.dims))
         self.set_attrs(sweep_outputs=self.outputs)
 
@@ -401,7 +395,154 @@ def _clear(path: Path) -> None:
         shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
 
+def _growth(path: Path, attrs: dict[str, Any], space: Any, keep_done: bool) -> growth.Growth:
+    """How the store at ``path`` grows to ``space``; StoreMismatch when it is another sweep, or
+    when points that ran would be dropped (unless ``keep_done``)."""
+    g = growth.compare(_open_group(path, "r"), attrs, space)
+    if g is None:
+        raise StoreMismatch(
+            f"{path} holds a different sweep ({attrs.get('sweep_space', '?')} space over "
+            f"{attrs.get('sweep_dims', '?')} of recipe {attrs.get('sweep_name', '?')!r}, "
+            f"{attrs.get('sweep_points', '?')} points; this recipe has a {space.kind} space over "
+            f"{json.dumps(list(space.dims))}, {len(space)} points). Use another --output, or --force "
+            "to delete it and start over"
+        )
+    if g.dropped and not keep_done:
+        shown = "".join(f"\n  {p}" for p in g.dropped[:10])
+        more = f"\n  ... and {len(g.dropped) - 10} more" if len(g.dropped) > 10 else ""
+        raise StoreMismatch(
+            f"{path}: this space leaves out {len(g.dropped)} point(s) that already ran:{shown}{more}\n"
+            f"Use --keep-done to keep the {g.kept} point(s) still in the space and drop these, "
+            "--output PATH to run elsewhere, or --force to delete it all and start over"
+        )
+    return g
+
+
+def _grow(path: Path, loaded: Any, fingerprint: str, g: growth.Growth) -> None:
+    """Rebuild the store at ``path`` for ``loaded``'s space with the points ``g`` keeps."""
+    old = _open_group(path, "r")
+    outputs = {n: d for n, d in _outputs(old).items() if (path / n / "zarr.json").exists()}
+    staging = _staging(path)
+    try:
+        _build(staging, loaded, fingerprint)
+        n = len(loaded.space.dims)
+        for name, dims in outputs.items():
+            array = old[name]
+            coords = {d: np.asarray(old[d][...]) for d in dims[n:] if d in old}
+            _create_output(staging, name, tuple(dims[n:]), array.shape[n:], array.dtype, coords)
+        new = _open_group(staging, "r+")
+        growth.copy_points(old, new, g, [*RECORD_VARS, *outputs])
+        keep = {k: v for k, v in old.attrs.items() if k not in new.attrs or k == "sweep_created"}
+        history = json.loads(old.attrs.get("sweep_history", "[]"))
+        entry = {
+            "time": _now(),
+            "grew": g.summary(),
+            "points": [old.attrs.get("sweep_points"), len(loaded.space)],
+        }
+        if g.dropped:
+            entry["dropped"] = g.dropped
+        new.attrs.update(
+            {**keep, "sweep_outputs": json.dumps(outputs), "sweep_history": json.dumps([*history, entry])}
+        )
+        _swap_in(path, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.info("%s: the space changed: %s", path, g.summary())
+
+
+def _staging(path: Path) -> Path:
+    staging = path.parent / f".{path.name}.creating-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    return staging
+
+
+def _backup(path: Path) -> Path:
+    return path.parent / f".{path.name}.replaced"
+
+
+def _swap_in(path: Path, staging: Path) -> None:
+    """Replace the store at ``path`` (if any) with the one in ``staging``: the old one is moved
+    aside with its ``zarr.json`` first, the new one moved in with its ``zarr.json`` last, so a
+    reader sees the old store, no store or the new one, and :func:`_finish_swap` puts the old
+    one back if this is cut short."""
+    backup = _backup(path)
+    if (path / "zarr.json").exists():
+        backup.mkdir()
+        os.replace(path / "zarr.json", backup / "zarr.json")
+        for entry in path.iterdir():
+            if entry.name not in (LOCK_NAME, HELD_NAME):
+                os.replace(entry, backup / entry.name)
+    for entry in staging.iterdir():
+        if entry.name != "zarr.json":
+            os.replace(entry, path / entry.name)
+    os.replace(staging / "zarr.json", path / "zarr.json")
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+def _finish_swap(path: Path) -> None:
+    """After a :func:`_swap_in` that was cut short: keep the new store if it is whole, else
+    put the old one back."""
+    backup = _backup(path)
+    if not backup.exists():
+        return
+    if not (path / "zarr.json").exists() and (backup / "zarr.json").exists():
+        log.warning("%s: a store rebuild was cut short; the store before it is put back", path)
+        _clear(path)
+        for entry in backup.iterdir():
+            if entry.name != "zarr.json":
+                os.replace(entry, path / entry.name)
+        os.replace(backup / "zarr.json", path / "zarr.json")
+    shutil.rmtree(backup, ignore_errors=True)
+
+
 def _create(path: Path, loaded: Any, fingerprint: str) -> None:
+    """Create the store at ``path``: built aside, then moved in with its zarr.json last, so a
+    reader sees no store or a whole one, never a half-written skeleton."""
+    staging = _staging(path)
+    try:
+        _build(staging, loaded, fingerprint)
+        _swap_in(path, staging)
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise StoreFull(
+                f"cannot create {path}: {exc.strerror}; nothing ran. Free space and submit again"
+            ) from None
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _create_output(
+    path: Path, name: str, dims: tuple[str, ...], shape: tuple[int, ...], dtype: Any, coords: dict[str, Any]
+) -> None:
+    """Add output variable ``name`` (per point: ``dims`` of ``shape``, ``dtype``) to the store at
+    ``path``, all NaN, chunked to about OUTPUT_CHUNK_BYTES, with the coordinates not yet stored."""
+    import dask.array as da
+    import xarray as xr
+
+    group = _open_group(path, "r")
+    sweep_dims = tuple(json.loads(group.attrs["sweep_dims"]))
+    sweep_shape = group["status"].shape
+    per_point = max(1, math.prod(shape) * np.dtype(dtype).itemsize)
+    chunks = _chunks(sweep_shape, min(POINTS_PER_CHUNK, OUTPUT_CHUNK_BYTES // per_point)) + tuple(shape)
+    data = da.full(sweep_shape + tuple(shape), np.nan, dtype=dtype, chunks=chunks)
+    ds = xr.Dataset(
+        {name: (sweep_dims + dims, data)}, coords={d: c for d, c in coords.items() if d not in group}
+    )
+    ds.attrs.update(group.attrs)  # appending writes the dataset's attributes over the group's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(
+            str(path),
+            mode="a",
+            compute=False,
+            consolidated=False,
+            encoding={name: {"fill_value": np.nan, "chunks": chunks}},
+        )
+
+
+def _build(path: Path, loaded: Any, fingerprint: str) -> None:
+    """Write the skeleton of a store for ``loaded`` at ``path`` (a new directory)."""
     import dask.array as da
     import xarray as xr
 
@@ -435,23 +576,6 @@ def _create(path: Path, loaded: Any, fingerprint: str) -> None:
         sweep_versions=json.dumps(provenance.versions()),
         sweep_outputs="{}",
     )
-    # Written aside, then moved in with the group's zarr.json last: a reader sees no store or a
-    # whole one, never a half-written skeleton.
-    staging = path.parent / f".{path.name}.creating-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ds.to_zarr(str(staging), mode="w", compute=False, consolidated=False, encoding=encoding)
-        for entry in staging.iterdir():
-            if entry.name != "zarr.json":
-                os.replace(entry, path / entry.name)
-        os.replace(staging / "zarr.json", path / "zarr.json")
-    except OSError as exc:
-        if exc.errno in NO_SPACE:
-            raise StoreFull(
-                f"cannot create {path}: {exc.strerror}; nothing ran. Free space and submit again"
-            ) from None
-        raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(str(path), mode="w", compute=False, consolidated=False, encoding=encoding)

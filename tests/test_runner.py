@@ -125,7 +125,7 @@ def test_a_changed_space_is_refused_unless_forced(tmp_path, capsys):
     changed = ["--set", "params.grid.x=[1.0, 5.0]"]
     assert main(["submit", str(recipe), *quiet, *changed]) == 2
     err = capsys.readouterr().err
-    assert "holds a different sweep" in err and "--force" in err
+    assert "leaves out 6 point(s) that already ran" in err and "--force" in err
     assert open_results(tmp_path / "out.zarr")["y"].shape == (4, 2)  # untouched
     assert main(["submit", str(recipe), *quiet, *changed, "--force"]) == 0
     assert open_results(tmp_path / "out.zarr")["y"].shape == (2, 2)

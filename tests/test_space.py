@@ -64,3 +64,16 @@ def test_random_and_lhs_are_seeded_and_within_bounds():
 def test_bad_spaces_say_where_and_how(kind, spec, message):
     with pytest.raises(SpaceError, match=message.replace("[", r"\[").replace("]", r"\]")):
         build_space(kind, spec)
+
+
+def test_a_random_space_is_prefix_stable_and_lhs_is_not():
+    """Raising n keeps the first points of a seed (what growing a random sweep relies on)."""
+    axes = {
+        "x": [0.0, 1.0],
+        "k": {"low": 1, "high": 9, "integer": True},
+        "lr": {"low": 1e-4, "high": 1, "log": True},
+    }
+    small, big = Random(5, 7, axes), Random(12, 7, axes)
+    assert [p.params for p in big.points()][:5] == [p.params for p in small.points()]
+    lhs_small, lhs_big = LatinHypercube(5, 7, axes), LatinHypercube(12, 7, axes)
+    assert [p.params for p in lhs_big.points()][:5] != [p.params for p in lhs_small.points()]

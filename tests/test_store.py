@@ -73,10 +73,17 @@ def test_a_second_writer_is_refused_naming_the_holder(out):
 
 def test_a_different_space_is_refused_unless_forced(out):
     Store.open(out, loaded(out)).close()
-    other = loaded(out, {"grid": {"x": [1.0, 2.0], "offset": [0]}})
-    with pytest.raises(StoreMismatch, match="--force"):
+    other = loaded(out, {"grid": {"x": [1.0, 2.0]}})  # other dims: another sweep, not a grown one
+    with pytest.raises(StoreMismatch, match="holds a different sweep .* --force"):
         Store.open(out, other)
     Store.open(out, other, force=True).close()
+    assert open_results(out)["status"].shape == (2,)
+
+
+def test_a_space_that_drops_only_points_never_run_is_taken_as_is(out):
+    Store.open(out, loaded(out)).close()
+    with Store.open(out, loaded(out, {"grid": {"x": [1.0, 2.0], "offset": [0]}})) as store:
+        assert store.growth is not None and store.growth.summary() == "2 kept, 0 new"
     assert open_results(out)["status"].shape == (2, 1)
 
 
