@@ -63,3 +63,17 @@ def _small():
 
 def noop(**params) -> dict:
     return {"ok": 1.0}
+
+
+def matmul_grad(steps: int = 200, n: int = 512) -> dict:
+    """Time per step of a jitted gradient of three n x n matmuls (after one warm-up step)."""
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.ones((n, n)) / n
+    g = jax.jit(jax.grad(lambda a: jnp.sum(jnp.tanh(a @ a @ a))))
+    jax.block_until_ready(g(x))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        jax.block_until_ready(g(x))
+    return {"ms_per_step": (time.perf_counter() - t0) / steps * 1e3}

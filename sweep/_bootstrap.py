@@ -1,11 +1,12 @@
 """Entry point of a capped child process: ``python -m sweep._bootstrap CORES FD_IN FD_OUT PPID``.
 
-The first thing this module does, before any third-party import, is pin the process to
-CORES (``os.sched_setaffinity``) so that every thread pool numpy, OpenBLAS and XLA size
-from the visible CPUs is sized to the lease (see docs/threads.md). It then asks the kernel
-to SIGKILL it if the spawning thread dies (``PR_SET_PDEATHSIG``), so no child outlives its
-worker, and serves requests from the parent over two pipes until told to exit or the pipe
-closes. Everything above the pinning uses the standard library only; keep it that way.
+The first thing this module does, before any third-party import, is pin the process to CORES
+(``os.sched_setaffinity``) so that every thread pool numpy, OpenBLAS and XLA size from the
+visible CPUs is sized to the lease (see docs/threads.md). It then asks the kernel to SIGKILL
+it if the spawning thread dies (``PR_SET_PDEATHSIG``), so no child outlives its worker,
+becomes a subreaper so that what its jobs start can't escape, and serves requests from the
+parent over two pipes until told to exit or the pipe closes. Everything above the pinning
+uses the standard library only; keep it that way.
 """
 
 import os
@@ -31,6 +32,18 @@ def _die_with_parent(ppid: int) -> None:
         os._exit(1)
 
 
+def _adopt_orphans() -> None:
+    """Become a subreaper (``PR_SET_CHILD_SUBREAPER``): processes a job starts that lose their
+    parent (double forks, ``setsid`` daemons) become this process's children, so they can be
+    ended with the job (:func:`sweep._child_loop.end_leftovers`) instead of escaping to init."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str]) -> int:
     cores_arg, fd_in, fd_out, ppid = argv
     _pin(cores_arg)
@@ -38,6 +51,7 @@ def main(argv: list[str]) -> int:
 
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a worker may have it blocked
     _die_with_parent(int(ppid))
+    _adopt_orphans()
     preloaded = sorted(m for m in ("numpy", "jax", "jaxlib") if m in sys.modules)
     if preloaded:
         print(f"sweep: {preloaded} imported before pinning (a .pth file?)", file=sys.stderr)

@@ -9,15 +9,19 @@ break the protocol.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import resource
+import signal
+import sys
 import time
 import traceback
 
 from sweep import isolation
 from sweep.protocol import Exit, JobDone, JobFailed, Metrics, Ready, Report, RunJob, receive, send
 
+STACKS_SIGNAL = signal.SIGUSR1  # = sweep.child.STACKS_SIGNAL (not imported: psutil)
 _report_fd: int | None = None  # where sweep.report() writes while this child serves
 
 
@@ -57,6 +61,51 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _children() -> set[int]:
+    """This process's child processes (all its threads' children)."""
+    pids: set[int] = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                pids.update(int(p) for p in f.read().split())
+    except OSError:  # no /proc/*/children: scan every process's parent
+        me = str(os.getpid())
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if entry.isdigit() and f.read().rpartition(")")[2].split()[1] == me:
+                        pids.add(int(entry))
+            except (OSError, IndexError):
+                pass
+    return pids
+
+
+def end_leftovers() -> int:
+    """SIGKILL and reap every process the last job left running; returns how many.
+
+    The child is a subreaper (:mod:`sweep._bootstrap`), so whatever the job started, daemons
+    in their own session included, is a child of this process, or becomes one when its own
+    parent is killed here.
+    """
+    ended = 0
+    for _ in range(100):
+        kids = _children()
+        if not kids:
+            break
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in kids:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        ended += len(kids)
+    return ended
+
+
 def run_one(request: RunJob) -> JobDone | JobFailed:
     """Run one job in this process; a JobDone, or a JobFailed with the traceback."""
     from sweep.outputs import normalize_outputs
@@ -69,7 +118,11 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
         outputs = normalize_outputs(request.job.load()(**request.kwargs))
     except BaseException as exc:  # a job's failure of any kind, sys.exit() included, is reported
         error = "".join(traceback.format_exception(exc))
+    left = end_leftovers()
+    if left:
+        print(f"sweep: ended {left} process(es) the job left running", file=sys.stderr, flush=True)
     unrestorable = tuple(isolation.restore(before))
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)  # again, in case the job took the signal
     peak_kb = _proc_status("VmHWM") if hwm_reset else None
     if peak_kb is None:
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -90,6 +143,7 @@ def serve(fd_in: int, fd_out: int) -> int:
     global _report_fd
     _report_fd = fd_out
     isolation.start()
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)  # the parent asks for stacks on a stall
     send(fd_out, Ready(os.getpid()))
     while True:
         try:

@@ -5,7 +5,9 @@ A :class:`Child` is a fresh ``python -m sweep._bootstrap`` process (spawned with
 before it imports anything but the standard library. With capping on (the default) its
 environment says, for a lease of ``k`` cores:
 
-* ``NPROC`` and ``PJRT_NPROC`` = k: sizes XLA's PjRt client and Eigen pools;
+* ``NPROC`` and ``PJRT_NPROC`` = max(2, k): sizes XLA's PjRt client and Eigen pools;
+  never 1, since a job whose host callback (``jax.pure_callback``) waits on an array XLA's
+  one client thread has still to compute deadlocks (docs/threads.md, "Host callbacks");
 * ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
   ``NUMEXPR_NUM_THREADS``, ``VECLIB_MAXIMUM_THREADS``, ``BLIS_NUM_THREADS`` = 1;
 * ``JAX_PLATFORMS=cpu`` unless the config names other platforms;
@@ -13,18 +15,19 @@ environment says, for a lease of ``k`` cores:
   ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0`` when a compile cache is configured.
 
 Affinity is what bounds XLA's codegen, foreach and LLVM pools, which ignore every
-variable; a CPU quota does not. The measured result is at most ``10 + 5k`` threads per
+variable; a CPU quota does not. The measured result is at most ``12 + 5k`` threads per
 child (:func:`thread_budget`). With capping off the child is not pinned and the
 variables the Dask nanny sets for its workers are removed, so it behaves like a plain
 ``python`` started by a job array.
 
 The parent runs each job by sending a :class:`~sweep.protocol.RunJob` down a pipe and
 waiting on the reply with ``select``; between wake-ups it samples the child's process tree
-with psutil (threads, RSS) and kills the whole tree on a timeout, a memory limit or, when
+with psutil (threads, RSS) and kills the whole tree on a timeout, a memory limit, a stall
+(no CPU time used by the tree for ``resources.stall``: the stacks of the child's Python
+threads are dumped into its output first, through ``faulthandler`` on SIGUSR1) or, when
 asked, a thread budget overflow. What it saw becomes a :class:`~sweep.protocol.PointRecord`.
-The child's side is :mod:`sweep._bootstrap` (pinning) and :mod:`sweep._child_loop` (serving).
-The thread figures are measured in ``docs/threads.md``.
-"""
+The child's side is :mod:`sweep._bootstrap` (pinning) and :mod:`sweep._child_loop`
+(serving). The thread figures are measured in ``docs/threads.md``."""
 
 from __future__ import annotations
 
@@ -63,6 +66,9 @@ NANNY_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MAL
 MULTIPLYING_FLAGS = ("--xla_force_host_platform_device_count",)
 MULTIPLYING_VARS = ("JAX_NUM_CPU_DEVICES",)
 SAMPLE_S = 0.1
+MIN_XLA_THREADS = 2  # XLA's client pool never below this (host callbacks deadlock with 1)
+STACKS_SIGNAL = signal.SIGUSR1  # the child dumps its Python threads' stacks on it (faulthandler)
+STACKS_WAIT_S = 1.0
 START_TIMEOUT_S = 120.0
 SPAWN_RETRIES = 8
 
@@ -97,8 +103,8 @@ def default_compile_cache() -> str:
 
 
 def thread_budget(k: int) -> int:
-    """Threads a capped JAX child on ``k`` cores may hold: 10 + 5k (docs/threads.md)."""
-    return 10 + 5 * k
+    """Threads a capped JAX child on ``k`` cores may hold: 12 + 5k (docs/threads.md)."""
+    return 12 + 5 * k
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ class ChildConfig:
         for name in NANNY_VARS:
             env.pop(name, None)
         if self.cap:
-            k = str(len(cores))
+            k = str(max(MIN_XLA_THREADS, len(cores)))
             env.update({"NPROC": k, "PJRT_NPROC": k})
             env.update(dict.fromkeys(CAPPED_TO_ONE, "1"))
         if self.platforms:
@@ -147,11 +153,18 @@ class Limits:
     timeout: float | None = None  # wall seconds -> status "timeout"
     memory: int | None = None  # RSS bytes summed over the tree -> status "killed"
     max_threads: int | None = None  # OS threads of the tree -> status "killed"
+    stall: float | None = None  # seconds without CPU time used by the tree -> status "stalled"
 
-    def exceeded(self, elapsed: float, rss: int, threads: int) -> tuple[Status, str] | None:
-        """The status and reason when a limit is passed, else None."""
+    def exceeded(
+        self, elapsed: float, rss: int, threads: int, idle: float = 0.0
+    ) -> tuple[Status, str] | None:
+        """The status and reason when a limit is passed (``idle``: seconds since the tree last
+        used CPU time), else None."""
         if self.timeout and elapsed >= self.timeout:
             return "timeout", f"timed out after {self.timeout:g} s (resources.timeout)"
+        if self.stall and idle >= self.stall:
+            why = f"stalled: its processes used no CPU time for {idle:.0f} s (resources.stall)"
+            return "stalled", f"{why}; the stacks of its Python threads are in output_tail"
         if self.memory and rss > self.memory:
             used, cap = rss / 2**20, self.memory / 2**20
             return "killed", f"memory limit exceeded: RSS {used:.0f} MiB > {cap:.0f} MiB (resources.memory)"
@@ -288,7 +301,7 @@ class Child:
         """The last ``lines`` lines the child (and its job) printed."""
         try:
             with open(self.log_path, "rb") as f:
-                f.seek(max(0, os.fstat(f.fileno()).st_size - 8192))
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 300 * lines))
                 text = f.read().decode(errors="replace")
         except OSError:
             return ""
@@ -351,18 +364,24 @@ class Child:
         """Wait for the job's end, sampling the tree every SAMPLE_S and enforcing ``limits``."""
         deadline = t0 + limits.timeout if limits.timeout else math.inf
         peak_threads = peak_rss = 0
+        cpu, busy = -1.0, t0  # the tree's CPU seconds at the last sample; when they last grew
         while True:
             if self._wait_readable(min(SAMPLE_S, deadline - time.monotonic())):
                 if self._take_reply(record, attempt, on_report):
                     break
                 continue
-            threads, rss = self._sample()
+            threads, rss, cpu_now = self._sample()
             peak_threads, peak_rss = max(peak_threads, threads), max(peak_rss, rss)
+            now = time.monotonic()
+            if cpu_now != cpu:
+                cpu, busy = cpu_now, now
             if not self.alive():
                 self._record_death(record)
                 break
-            hit = limits.exceeded(time.monotonic() - t0, rss, threads)
+            hit = limits.exceeded(now - t0, rss, threads, idle=now - busy)
             if hit:
+                if hit[0] == "stalled":
+                    self._dump_stacks()
                 self._record_kill(record, *hit)
                 break
         record.peak_threads = max(record.peak_threads, peak_threads)
@@ -407,23 +426,40 @@ class Child:
         record.output_tail = self.log_tail()
         log.info("child pid %d: %s", self.pid, record.error)
 
+    def _dump_stacks(self) -> None:
+        """Have the child write its Python threads' stacks to its output (faulthandler)."""
+        size = os.path.getsize(self.log_path)
+        try:
+            os.kill(self.pid, STACKS_SIGNAL)
+        except ProcessLookupError:
+            return
+        end = time.monotonic() + STACKS_WAIT_S
+        while time.monotonic() < end and os.path.getsize(self.log_path) == size:
+            time.sleep(0.05)
+        time.sleep(0.1)  # the dump is written thread by thread
+
     def _record_kill(self, record: PointRecord, status: Status, why: str) -> None:
-        record.status, record.error, record.output_tail = status, why, self.log_tail()
+        lines = 200 if status == "stalled" else 30
+        record.status, record.error, record.output_tail = status, why, self.log_tail(lines)
         log.info("killing child pid %d and its tree: %s", self.pid, why)
         self.kill()
 
-    def _sample(self) -> tuple[int, int]:
-        """Threads and RSS of the child's whole process tree now."""
+    def _sample(self) -> tuple[int, int, float]:
+        """Threads, RSS and CPU seconds (user + system, as far as the tree's processes are
+        still alive) of the child's whole process tree now."""
         threads = rss = 0
+        cpu = 0.0
         try:
             procs = [self._ps, *self._ps.children(recursive=True)]
         except psutil.Error:
-            return 0, 0
+            return 0, 0, 0.0
         for p in procs:
             try:
                 with p.oneshot():
                     threads += p.num_threads()
                     rss += p.memory_info().rss
+                    times = p.cpu_times()
+                    cpu += times.user + times.system + times.children_user + times.children_system
             except psutil.Error:
                 pass
-        return threads, rss
+        return threads, rss, cpu

@@ -267,7 +267,7 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"  fixed     {r.params.fixed}")
     print(
         f"  resources threads={r.resources.threads} memory={r.resources.memory} "
-        f"timeout={r.resources.timeout} retries={r.resources.retries}"
+        f"timeout={r.resources.timeout} stall={r.resources.stall} retries={r.resources.retries}"
     )
     print(f"  cluster   {r.cluster.kind}")
     print(f"  output    {s.output}")

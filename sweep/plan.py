@@ -73,7 +73,7 @@ def _unwritable(folder: str) -> str | None:
 
 
 def budget(recipe: Recipe) -> int:
-    """Threads each job may hold: ``resources.thread_budget``, else 10 + 5k."""
+    """Threads each job may hold: ``resources.thread_budget``, else 12 + 5k."""
     r = recipe.resources
     return r.thread_budget or thread_budget(r.threads)
 
@@ -85,7 +85,10 @@ def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]]) -> list[PointTa
     r, fixed = recipe.resources, recipe.params.fixed
     allowed = budget(recipe)
     limits = Limits(
-        timeout=r.timeout, memory=r.memory, max_threads=allowed if r.on_thread_overflow == "fail" else None
+        timeout=r.timeout,
+        memory=r.memory,
+        max_threads=allowed if r.on_thread_overflow == "fail" else None,
+        stall=r.stall,
     )
     common = dict(
         sweep=loaded.name,

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from sweep.job import JobRef
     from sweep.outputs import Output
 
-Status = Literal["pending", "done", "failed", "timeout", "killed"]
+Status = Literal["pending", "done", "failed", "timeout", "killed", "stalled"]
 STATUSES: tuple[Status, ...] = get_args(Status)
-NOT_DONE: tuple[Status, ...] = ("failed", "timeout", "killed")
+NOT_DONE: tuple[Status, ...] = ("failed", "timeout", "killed", "stalled")
 
 _HEADER = struct.Struct(">Q")
 
@@ -156,7 +156,7 @@ class PointRecord:
         default=0, metadata=_stored("int32", 0, "most OS threads the child's tree held")
     )
     thread_budget: int = field(
-        default=0, metadata=_stored("int32", 0, "threads the job was allowed (10 + 5k by default)")
+        default=0, metadata=_stored("int32", 0, "threads the job was allowed (12 + 5k by default)")
     )
     peak_rss: int = field(
         default=0, metadata=_stored("int64", 0, "peak resident memory of the job", units="bytes")

@@ -60,9 +60,13 @@ def _size(v: Any) -> int | None:
     raise ValueError(f"{v!r} is not a size; write e.g. 2GiB, 512MB or a number of bytes")
 
 
+STALL_S = 300.0  # resources.stall: a job whose processes use no CPU this long is stalled
+
+
 def _duration(v: Any) -> float | None:
-    """Seconds from ``90``, ``"90s"``, ``"20min"``, ``"2h"`` or ``"HH:MM:SS"``."""
-    if v is None:
+    """Seconds from ``90``, ``"90s"``, ``"20min"``, ``"2h"`` or ``"HH:MM:SS"``; None from
+    ``None`` or ``"none"``."""
+    if v is None or (isinstance(v, str) and v.strip().lower() == "none"):
         return None
     if isinstance(v, str) and re.fullmatch(r"\d+(:\d{1,2}){1,2}", v.strip()):
         seconds = 0
@@ -89,12 +93,13 @@ class Resources(_Model):
     threads: int = Field(1, ge=1)
     memory: int | None = Field(None, gt=0)
     timeout: float | None = Field(None, gt=0)
+    stall: float | None = Field(STALL_S, gt=0)
     retries: int = Field(0, ge=0)
     on_thread_overflow: Literal["warn", "fail"] = "warn"
     thread_budget: int | None = Field(None, ge=1)
 
     _memory = field_validator("memory", mode="before")(_size)
-    _timeout = field_validator("timeout", mode="before")(_duration)
+    _timeout = field_validator("timeout", "stall", mode="before")(_duration)
 
 
 class ChildSettings(_Model):

@@ -139,7 +139,7 @@ class Sweep:
 
     @property
     def thread_budget(self) -> int:
-        """Threads each job may hold: ``resources.thread_budget``, else 10 + 5k."""
+        """Threads each job may hold: ``resources.thread_budget``, else 12 + 5k."""
         return plan.budget(self.recipe)
 
     # -- running ------------------------------------------------------------------------

@@ -246,3 +246,53 @@ def meddle(x: int = 0) -> dict:
     signal.signal(signal.SIGUSR1, lambda *a: None)
     sys.stdout.close()
     return found
+
+
+def callback_update(steps: int = 80, n: int = 512) -> dict:
+    """An optimisation loop whose update is a host callback reading JAX arrays (as
+    invrs-opt's L-BFGS-B does): it deadlocks when XLA's client has one thread."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import flatten_util
+
+    big = jnp.ones((n, n)) / n
+
+    def heavy(p):
+        y = p
+        for _ in range(8):
+            y = jnp.tanh(big @ y)
+        return jnp.sum(y**2)
+
+    value_and_grad = jax.jit(jax.value_and_grad(heavy))
+
+    def update(g, v, s):
+        return np.asarray(g) * 0.01 + np.asarray(s), np.asarray(s) + np.asarray(v)
+
+    p, s = jnp.ones((n, n)) * 0.1, jnp.zeros((n * n,))
+    for _ in range(steps):
+        v, g = value_and_grad(p)
+        c, cg = jax.value_and_grad(lambda q: jnp.sum(q**2))(p)
+        flat, unflatten = flatten_util.ravel_pytree(g + cg)
+        shapes = (jax.ShapeDtypeStruct(flat.shape, flat.dtype), jax.ShapeDtypeStruct(s.shape, s.dtype))
+        u, s = jax.pure_callback(update, shapes, flat, v + c, s, vmap_method="sequential")
+        p = p - unflatten(u)
+    return {"loss": float(heavy(p))}
+
+
+def leave_daemon(pidfile: str) -> dict:
+    """Starts a process in its own session that outlives the job unless it is ended."""
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open(pidfile, "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(600)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    for _ in range(100):
+        if os.path.exists(pidfile) and os.path.getsize(pidfile):
+            break
+        time.sleep(0.05)
+    return {"value": 1.0}

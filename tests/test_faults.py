@@ -65,7 +65,7 @@ def test_thread_overflow_is_reported_and_killed_when_asked(client, tmp_path):
     params = {"grid": {"x": [0]}, "fixed": {"n": 40}}
     warn = run(client, tmp_path, "many_threads", params)
     assert warn["status"].item() == "done"
-    assert warn["peak_threads"].item() > warn["thread_budget"].item() == 15
+    assert warn["peak_threads"].item() > warn["thread_budget"].item() == 17
     fail = Sweep(
         f"{JOBS}:many_threads",
         params,
@@ -302,3 +302,40 @@ def test_ctrl_c_is_one_line_exit_130_and_resumes(tmp_path, after):
         assert open_results(out).attrs["sweep_run_state"] == "interrupted"
     assert cli_submit(recipe).returncode == 0
     assert (open_results(out)["status"] == "done").all()
+
+
+def bootstrap_pids() -> set[int]:
+    return {
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if "sweep._bootstrap" in " ".join(p.info["cmdline"] or [])
+    }
+
+
+def test_a_daemon_a_job_starts_in_its_own_session_ends_with_the_job(tmp_path):
+    """Found: a job that forked into its own session (fork + setsid + sleep) returned done and
+    its process was still alive after `sweep submit` exited."""
+    before = bootstrap_pids()
+    recipe = tmp_path / "daemon.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "job": f"{JOBS}:leave_daemon",
+                "params": {"list": [{"pidfile": str(tmp_path / f"daemon{i}.pid")} for i in range(2)]},
+                "cluster": {"dashboard": "127.0.0.1:0"},
+                "output": str(tmp_path / "out.zarr"),
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    pids = [int((tmp_path / f"daemon{i}.pid").read_text()) for i in range(2)]
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    time.sleep(1)
+    assert bootstrap_pids() <= before  # no child of the sweep is left either

@@ -53,6 +53,9 @@ def test_sizes_and_durations_use_the_strings_cluster_users_write():
     for timeout, seconds in (("20min", 1200), ("90s", 90), ("01:30:00", 5400), (45, 45)):
         r = Recipe.from_dict({**data, "resources": {"timeout": timeout, "memory": "2GiB"}}).recipe
         assert r.resources.timeout == seconds and r.resources.memory == 2 * 2**30
+    assert Recipe.from_dict(data).recipe.resources.stall == 300  # the stall watchdog is on by default
+    assert Recipe.from_dict({**data, "resources": {"stall": "none"}}).recipe.resources.stall is None
+    assert Recipe.from_dict({**data, "resources": {"stall": "2min"}}).recipe.resources.stall == 120
 
 
 def test_job_signature_is_read_without_importing_the_job(tmp_path):

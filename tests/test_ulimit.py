@@ -110,7 +110,7 @@ def run_as_user(
 def test_preflight_refuses_a_plan_that_cannot_fit_with_the_numbers(user, sandbox):
     proc, out = run_as_user(user, sandbox, cap=True, limit=40)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "ulimit -u is 40" in proc.stderr and "2 jobs x 15 threads" in proc.stderr
+    assert "ulimit -u is 40" in proc.stderr and "2 jobs x 17 threads" in proc.stderr
     assert not out.exists()
 
 
@@ -119,7 +119,7 @@ def test_capped_sweep_fits_under_ulimit_and_uncapped_one_aborts(user, sandbox):
     assert capped.returncode == 0, capped.stderr[-3000:]
     ds = open_results(out)
     assert (ds["status"] == "done").all()
-    assert int(ds["peak_threads"].sel(kind="jax").max()) <= 15
+    assert int(ds["peak_threads"].sel(kind="jax").max()) <= 17
 
     uncapped, out = run_as_user(user, sandbox, cap=False)
     assert uncapped.returncode == 1, uncapped.stderr[-3000:]

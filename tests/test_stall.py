@@ -1,0 +1,67 @@
+"""Nothing hangs: the k=1 host-callback deadlock is gone, and a job that stalls is killed.
+
+Real spawned children on real cores, no Dask (issue: nothing hangs at scale)."""
+
+import threading
+
+import pytest
+
+from sweep.child import Child, ChildConfig, Limits
+from sweep.job import parse_job
+from tests.conftest import job
+
+OLD_SETTING = ChildConfig(cap=True, env=(("NPROC", "1"), ("PJRT_NPROC", "1")))
+
+
+def run_on_both_cores(config: ChildConfig, runs: int, limits: Limits) -> list:
+    """``runs`` callback_update jobs at k = 1, two side by side (one per core)."""
+    records: list = []
+
+    def serve(core: int) -> None:
+        for _ in range(runs // 2):
+            child = Child([core], config)
+            try:
+                records.append(child.run(parse_job(job("callback_update")), {}, limits=limits))
+            finally:
+                child.kill()
+
+    threads = [threading.Thread(target=serve, args=(c,)) for c in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return records
+
+
+@pytest.mark.slow
+def test_host_callbacks_deadlocked_one_thread_xla_and_never_deadlock_now():
+    """Found: invrs-opt's L-BFGS-B callback hung 6 of 11 runs pinned to one core with
+    NPROC=PJRT_NPROC=1. The same pattern, self-contained: with the old setting it stalls,
+    with the child's setting (XLA's client pool never below 2 threads) it never does."""
+    limits = Limits(stall=5.0, timeout=120.0)
+    old = run_on_both_cores(OLD_SETTING, 4, limits)
+    assert any(r.status == "stalled" for r in old), [(r.status, r.error[:80]) for r in old]
+    now = run_on_both_cores(ChildConfig(cap=True), 12, limits)
+    assert [r.status for r in now] == ["done"] * 12, [(r.status, r.error[:80]) for r in now]
+    assert all(r.peak_threads <= 17 for r in now), [r.peak_threads for r in now]
+
+
+def test_a_job_without_cpu_for_the_stall_time_is_killed_with_its_stacks():
+    child = Child([0], ChildConfig(cap=True))
+    try:
+        out = child.run(parse_job(job("sleepy")), {"x": 1, "seconds": 120}, limits=Limits(stall=1.5))
+    finally:
+        child.kill()
+    assert out.status == "stalled" and "no CPU time for" in out.error and "resources.stall" in out.error
+    assert out.wall_s < 30
+    assert "in sleepy" in out.output_tail and "thread 0x" in out.output_tail, out.output_tail
+    assert not child.alive()
+
+
+def test_a_busy_job_is_not_stalled():
+    child = Child([0], ChildConfig(cap=True))
+    try:
+        out = child.run(parse_job(job("busy")), {"x": 0, "seconds": 3.0}, limits=Limits(stall=1.0))
+    finally:
+        child.kill()
+    assert out.status == "done", out.error
