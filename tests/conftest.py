@@ -15,6 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "tests" / "jobs.py"
 
 
+def cli_submit(recipe, *extra: str, **kw) -> subprocess.CompletedProcess:
+    """``sweep submit RECIPE --no-progress EXTRA...`` in a fresh interpreter, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=kw.pop("timeout", 300), **kw,
+    )  # fmt: skip
+
+
 def job(name: str) -> str:
     """A recipe job reference to a function of tests/jobs.py."""
     return f"{JOBS}:{name}"

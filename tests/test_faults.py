@@ -16,7 +16,7 @@ import yaml
 
 from sweep import Sweep, open_results
 from sweep.errors import SweepWarning
-from tests.conftest import JOBS, ROOT
+from tests.conftest import JOBS, ROOT, cli_submit
 
 
 def worker_pids(client) -> set[int]:
@@ -194,13 +194,6 @@ def mounted(tmp_path):
         subprocess.run(["umount", "-l", target], check=False, capture_output=True)
 
 
-def cli_submit(recipe, *extra, **kw):
-    return subprocess.run(
-        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, **kw,
-    )  # fmt: skip
-
-
 def big_recipe(tmp_path, output, points=16, size=50_000):
     recipe = tmp_path / "big.yaml"
     recipe.write_text(
@@ -327,13 +320,7 @@ def test_a_daemon_a_job_starts_in_its_own_session_ends_with_the_job(tmp_path):
             }
         )
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = cli_submit(recipe)
     assert proc.returncode == 0, proc.stderr
     pids = [int((tmp_path / f"daemon{i}.pid").read_text()) for i in range(2)]
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]

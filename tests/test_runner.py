@@ -15,7 +15,7 @@ import yaml
 
 from sweep import Sweep, open_results
 from sweep.cli import main
-from tests.conftest import JOBS, ROOT
+from tests.conftest import JOBS, ROOT, cli_submit
 
 OUTPUTS = ["y", "vec", "curve"]
 
@@ -65,13 +65,7 @@ def test_killed_submit_resumes_running_only_the_rest_and_matches_an_uninterrupte
         time.sleep(0.1)
 
     # a second submit on the same output refuses at once, naming the first
-    second = subprocess.run(
-        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    second = cli_submit(recipe, timeout=60)
     assert second.returncode == 2
     assert f"pid {proc.pid}" in second.stderr and ".sweep.lock" in second.stderr
 

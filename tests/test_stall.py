@@ -46,12 +46,17 @@ def test_host_callbacks_deadlocked_one_thread_xla_and_never_deadlock_now():
     assert all(r.peak_threads <= 17 for r in now), [r.peak_threads for r in now]
 
 
-def test_a_job_without_cpu_for_the_stall_time_is_killed_with_its_stacks():
+def run_alone(name: str, kwargs: dict, limits: Limits):
+    """One job in a fresh capped child on core 0; the record, and the child (killed)."""
     child = Child([0], ChildConfig(cap=True))
     try:
-        out = child.run(parse_job(job("sleepy")), {"x": 1, "seconds": 120}, limits=Limits(stall=1.5))
+        return child.run(parse_job(job(name)), kwargs, limits=limits), child
     finally:
         child.kill()
+
+
+def test_a_job_without_cpu_for_the_stall_time_is_killed_with_its_stacks():
+    out, child = run_alone("sleepy", {"x": 1, "seconds": 120}, Limits(stall=1.5))
     assert out.status == "stalled" and "no CPU time for" in out.error and "resources.stall" in out.error
     assert out.wall_s < 30
     assert "in sleepy" in out.output_tail and "thread 0x" in out.output_tail, out.output_tail
@@ -59,9 +64,5 @@ def test_a_job_without_cpu_for_the_stall_time_is_killed_with_its_stacks():
 
 
 def test_a_busy_job_is_not_stalled():
-    child = Child([0], ChildConfig(cap=True))
-    try:
-        out = child.run(parse_job(job("busy")), {"x": 0, "seconds": 3.0}, limits=Limits(stall=1.0))
-    finally:
-        child.kill()
+    out, _ = run_alone("busy", {"x": 0, "seconds": 3.0}, Limits(stall=1.0))
     assert out.status == "done", out.error
