@@ -103,3 +103,16 @@ def start_resource_tracker() -> None:
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
+
+
+def set_batch_job_class(cluster: Any, cls: type) -> None:
+    """Make a dask-jobqueue cluster start its batch jobs with ``cls`` (a subclass of its
+    ``job_cls``): the class is the ``cls`` of SpecCluster's worker template ``new_spec``."""
+    cluster.new_spec["cls"] = cls
+
+
+async def forget_batch_jobs(cluster: Any, names: list[Any]) -> None:
+    """Drop jobs from a SpecCluster's started workers (``cluster.workers``) so that the next
+    ``scale`` submits them again; run on the cluster's event loop."""
+    for name in names:
+        cluster.workers.pop(name, None)

@@ -21,7 +21,7 @@ import os
 import signal
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from distributed import Client, LocalCluster
 from sweep import _compat, jobqueue
 from sweep.errors import SweepError, SweepWarning
 from sweep.recipe import ClusterSettings
+from sweep.submissions import SubmissionWatch
 
 RESUBMIT_S = 5.0
 log = logging.getLogger(__name__)
@@ -38,6 +39,12 @@ log = logging.getLogger(__name__)
 
 class ClusterError(SweepError, RuntimeError):
     """The cluster can't run this sweep; the message says why and what to change."""
+
+
+class SubmissionError(ClusterError):
+    """The batch system refused the sweep's batch jobs (exit 1: the store is kept)."""
+
+    exit_code = 1
 
 
 def local_cores() -> int:
@@ -155,15 +162,19 @@ def scale(cluster: Any, settings: ClusterSettings) -> None:
         cluster.scale(jobs=settings.jobs)
 
 
-def _resubmit_lost_jobs(cluster: Any, stop: threading.Event, every: float = RESUBMIT_S) -> None:
-    """Replace batch jobs that ended under us (walltime, preemption, scancel).
+def _resubmit_lost_jobs(
+    cluster: Any, watch: SubmissionWatch, stop: threading.Event, every: float = RESUBMIT_S
+) -> None:
+    """Replace batch jobs that ended under us (walltime, preemption, scancel) or whose
+    submission failed (``watch`` gives up after too many failures).
 
     A lost worker leaves the cluster's live jobs (after ``distributed.deploy.lost-worker-timeout``)
     but stays in its spec; re-asking for the same number of workers submits a job for each
     one missing. Dask then reruns the lost points on the new workers.
     """
     while not stop.wait(every):
-        if cluster.status.name == "running":
+        if cluster.status.name == "running" and watch.fatal is None:
+            watch.forget_failed(cluster)
             missing = len(cluster.worker_spec) - len(cluster.workers)
             if missing > 0:
                 log.info("resubmitting %d lost batch job(s)", missing)
@@ -202,17 +213,25 @@ def dashboard_hint(client: Client, settings: ClusterSettings) -> str:
 
 
 @contextmanager
-def connect(settings: ClusterSettings, threads: int) -> Iterator[Client]:
-    """A client on the cluster ``settings`` describe, checked to fit jobs of ``threads`` cores."""
+def connect(
+    settings: ClusterSettings, threads: int, on_fatal: Callable[[str], None] | None = None
+) -> Iterator[Client]:
+    """A client on the cluster ``settings`` describe, checked to fit jobs of ``threads`` cores.
+
+    For batch kinds, ``on_fatal`` is called (from another thread) with the batch system's
+    message when submitting its jobs fails for good (:mod:`sweep.submissions`); the caller
+    stops the sweep then (and raises :class:`SubmissionError`)."""
     preflight(settings, threads)
     if settings.kind == "local":
         with local_cluster(settings.threads, settings.dashboard) as cluster, Client(cluster) as client:
             yield client
     elif settings.kind in jobqueue.CLASSES:
         with batch_cluster(settings) as cluster, Client(cluster, security=cluster.security) as client:
+            watch = SubmissionWatch(settings.kind, on_fatal or (lambda message: log.error("%s", message)))
+            watch.install(cluster)
             scale(cluster, settings)
             stop = threading.Event()
-            keeper = threading.Thread(target=_resubmit_lost_jobs, args=(cluster, stop), daemon=True)
+            keeper = threading.Thread(target=_resubmit_lost_jobs, args=(cluster, watch, stop), daemon=True)
             keeper.start()
             try:
                 yield client

@@ -30,7 +30,7 @@ from distributed import Client, Future, as_completed
 
 from sweep import events, limits, plan, provenance
 from sweep.child import multipliers
-from sweep.cluster import check_fits, connect, local_cores, preflight
+from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
 from sweep.plan import PointTask
@@ -81,6 +81,7 @@ class Sweep:
         self.stats: dict[str, float] = {}
         self.progress: SweepProgress | None = None  # the running sweep's counts
         self._cancel = threading.Event()
+        self._fatal: str | None = None  # why the cluster can't go on (set from another thread)
         self._store_ready = threading.Event()  # set once run() has opened the store
 
     @classmethod
@@ -201,8 +202,10 @@ class Sweep:
             state = "failed"
             try:
                 if todo and client is None:
-                    with connect(self.recipe.cluster, k) as own:
+                    with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
                         self._run_on(own, store, todo, progress, on_start)
+                    if self._fatal is not None:
+                        raise SubmissionError(self._fatal)
                 elif todo and client is not None:
                     self._run_on(client, store, todo, progress, on_start)
                 state = "cancelled" if self._cancel.is_set() else "finished"
@@ -219,6 +222,11 @@ class Sweep:
         if progress:
             SweepProgress(0).console.print(summary_table(ds, self.stats["wall_s"], str(self.output)))
         return ds
+
+    def _stop_for(self, reason: str) -> None:
+        """Stop the sweep because the cluster can't go on (called from the cluster's threads)."""
+        self._fatal = reason
+        self._cancel.set()
 
     def _check_thread_headroom(self, client: Client | None) -> None:
         """Refuse (HeadroomError) a local plan that can't fit under ``ulimit -u``; warn if tight."""

@@ -2,10 +2,12 @@
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from distributed import Client, LocalCluster, WorkerPlugin, get_worker
+from distributed.core import Status
 
 from sweep import _compat
 from sweep.jobqueue import CLASSES, cluster_class
@@ -82,3 +84,33 @@ def test_resource_tracker_started_first_leaves_a_blocked_sigint_to_spawned_proce
         status = Path(f"/proc/{pid}/status").read_text()
         blocked = int(next(line for line in status.splitlines() if line.startswith("SigBlk")).split()[1], 16)
         assert blocked & (1 << (signal.SIGINT - 1)), status
+
+
+def test_a_jobqueue_cluster_starts_jobs_with_its_new_spec_class_and_resubmits_forgotten_ones(tmp_path):
+    """SpecCluster builds each worker from ``new_spec["cls"]`` and, at ``scale``, starts one for
+    every spec entry missing from ``workers``."""
+    cls = cluster_class("slurm")
+    started: list[str] = []
+
+    class Recording(cls.job_cls):  # submits nothing: records the start and fails it
+        async def start(self):
+            started.append(self.name)
+            self.status = Status.failed
+            raise RuntimeError("not submitted")
+
+    local = {"dashboard_address": ":0", "host": "127.0.0.1"}
+    with cls(
+        cores=1, memory="1GiB", processes=1, scheduler_options=local, log_directory=str(tmp_path)
+    ) as cluster:
+        _compat.set_batch_job_class(cluster, Recording)
+        cluster.scale(jobs=1)
+        deadline = time.monotonic() + 30
+        while len(cluster.workers) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(started) == 1 and isinstance(next(iter(cluster.workers.values())), Recording)
+        cluster.sync(_compat.forget_batch_jobs, cluster, list(cluster.workers))
+        assert not cluster.workers
+        cluster.scale(jobs=1)
+        while len(started) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started[0] == started[1]  # the same spec entry, submitted again

@@ -208,3 +208,19 @@ def test_killed_driver_ends_its_batch_jobs_and_a_rerun_resumes(slurm, tmp_path):
 
 
 DEATH_TIMEOUT_S = 15
+
+
+def test_a_bad_partition_ends_submit_with_slurms_message(slurm, tmp_path):
+    """Found: a batch submission that failed left `sweep submit` waiting forever."""
+    markers = tmp_path / "m"
+    markers.mkdir()
+    t0 = time.monotonic()
+    proc = submit(
+        cli_recipe(tmp_path, markers, points=2, seconds=0.1), tmp_path, "--set", "cluster.queue=nosuch"
+    )
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1, output[-3000:]
+    assert time.monotonic() - t0 < 90
+    assert "could not submit a slurm batch job" in output and "invalid partition" in output.lower(), output
+    assert "Traceback" not in output
+    assert (open_results(tmp_path / "out.zarr")["status"] == "pending").all()
