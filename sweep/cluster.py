@@ -19,12 +19,14 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from distributed import Client, LocalCluster
 
@@ -204,12 +206,22 @@ def plan_text(settings: ClusterSettings, threads: int, points: int) -> str:
     )
 
 
+ALL_INTERFACES = ("", "0.0.0.0", "::", "[::]", "*")
+
+
 def dashboard_hint(client: Client, settings: ClusterSettings) -> str:
-    link = client.dashboard_link
-    if settings.kind in jobqueue.CLASSES and "127.0.0.1" in link:
-        port = link.split(":")[-1].split("/")[0]
-        link += f"  (from your machine: ssh -N -L {port}:127.0.0.1:{port} <this host>)"
-    return link
+    """The dashboard's link on the address it listens on (``cluster.dashboard``'s host; Dask's
+    own link names the scheduler's host), and, for a batch cluster whose dashboard listens on
+    loopback only, the SSH tunnel to reach it from another machine."""
+    link = urlsplit(client.dashboard_link)
+    host = settings.dashboard.rpartition(":")[0]
+    if host not in ALL_INTERFACES and link.port is not None:
+        link = link._replace(netloc=f"{host}:{link.port}")
+    text = urlunsplit(link)
+    if settings.kind in jobqueue.CLASSES and link.hostname in ("127.0.0.1", "localhost", "::1"):
+        port = link.port
+        text += f"  (from your machine: ssh -N -L {port}:127.0.0.1:{port} {socket.getfqdn()})"
+    return text
 
 
 @contextmanager

@@ -143,3 +143,33 @@ def test_batch_job_ids_of_every_scheduler(tmp_path):
     assert batch_job_id({"_CONDOR_JOB_AD": str(ad)}) == "99.3"
     # the submit description gives every job the JobId the worker reads back
     assert 'MY.JobId = "$(ClusterId).$(ProcId)"' in (GOLDEN / "htcondor.sh").read_text()
+
+
+def test_the_printed_dashboard_link_is_where_the_dashboard_listens(tmp_path):
+    """Found: for batch kinds the link named the scheduler's host address while the dashboard
+    listened on 127.0.0.1 only. The scheduler listens on 127.0.0.2 here (another loopback
+    address, standing in for a login node's external one)."""
+    import urllib.request
+
+    from distributed import Client
+
+    from sweep.cluster import dashboard_hint
+
+    settings = ClusterSettings(
+        kind="slurm",
+        cores=1,
+        memory="1GiB",
+        dashboard="127.0.0.1:0",
+        scheduler_options={"host": "127.0.0.2"},
+        shared_temp_directory=str(tmp_path / "tls"),
+        log_directory=str(tmp_path / "logs"),
+    )
+    with batch_cluster(settings) as cluster, Client(cluster, security=cluster.security) as client:
+        assert cluster.scheduler.address.startswith("tls://127.0.0.2:")
+        printed = dashboard_hint(client, settings)
+        link, _, tunnel = printed.partition("  ")
+        assert link.startswith("http://127.0.0.1:"), printed
+        port = link.split(":")[2].split("/")[0]
+        assert f"ssh -N -L {port}:127.0.0.1:{port}" in tunnel
+        with urllib.request.urlopen(link, timeout=10) as page:
+            assert page.status == 200
