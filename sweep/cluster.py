@@ -5,7 +5,7 @@ the cores it may lease; a point asks for ``{"threads": k}``, so Dask never start
 points on a worker than its cores hold, and the worker's :class:`~sweep.pool.CorePool`
 gives each one k cores of its own.
 
-* ``local`` (default): a ``distributed.LocalCluster`` on this machine, one worker process
+* ``local`` (default): a scheduler in this process and one worker process on this machine
   with all CPUs of this process's affinity (or ``cluster.threads`` of them), every server
   and the dashboard bound to 127.0.0.1.
 * ``address``: a running scheduler (``cluster.address``); its workers must have been
@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from distributed import Client, LocalCluster
+from distributed import Client, Scheduler, SpecCluster
 
 from sweep import _compat, jobqueue
 from sweep.errors import SweepError, SweepWarning
+from sweep.localworker import LocalWorker
 from sweep.recipe import ClusterSettings
 from sweep.submissions import SubmissionWatch
 
@@ -54,26 +55,28 @@ def local_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def local_cluster(threads: int | None = None, dashboard: str = "127.0.0.1:8787") -> LocalCluster:
-    """The cluster of ``kind: local``: one worker process with ``threads`` cores (default: all
-    of this process's affinity), ``nthreads`` and ``resources={"threads": N}`` to match, every
-    server and the dashboard on 127.0.0.1. Use it from a notebook to keep children warm
-    across sweeps: ``client = Client(sweep.local_cluster())``, then ``Sweep.run(client=client)``.
+def local_cluster(threads: int | None = None, dashboard: str = "127.0.0.1:8787") -> SpecCluster:
+    """The cluster of ``kind: local``: the scheduler in this process and one worker process
+    with ``threads`` cores (default: all of this process's affinity), ``nthreads`` and
+    ``resources={"threads": N}`` to match, every server and the dashboard on 127.0.0.1. The
+    worker is its own ``python -m sweep.localworker`` (:mod:`sweep.localworker`), so a script
+    without ``if __name__ == "__main__":`` is never imported again. Use it from a notebook to
+    keep children warm across sweeps: ``client = Client(sweep.local_cluster())``, then
+    ``Sweep.run(client=client)``.
 
     The worker process (and Dask's event-loop thread that spawns it) starts with SIGINT
     blocked, so a terminal's Ctrl-C (sent to the whole process group) reaches only this
     process, which closes the cluster itself; a Ctrl-C during the start is delivered here
     right after it."""
     n = threads or local_cores()
+    scheduler = {
+        "cls": Scheduler,
+        "options": {"host": "127.0.0.1", "port": 0, "dashboard_address": dashboard},
+    }
+    worker = {"cls": LocalWorker, "options": {"nthreads": n}}
     with _sigint_deferred():
-        return LocalCluster(
-            n_workers=1,
-            threads_per_worker=n,
-            processes=True,
-            resources={"threads": n},
-            host="127.0.0.1",
-            dashboard_address=dashboard,
-            silence_logs=logging.ERROR,
+        return SpecCluster(
+            scheduler=scheduler, workers={0: worker}, name="sweep-local", silence_logs=logging.ERROR
         )
 
 

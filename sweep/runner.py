@@ -3,7 +3,7 @@
 :class:`Sweep` is the Python API (the CLI uses it too)::
 
     s = sweep.Sweep(job=optimize, params={"grid": {"beta": [2, 8], "seed": [0, 1]}})
-    ds = s.run()                      # starts a LocalCluster, or run(client=...) on yours
+    ds = s.run()                      # starts a local cluster, or run(client=...) on yours
     run = s.start(client=client)      # the same in the background: a SweepRun handle
 
 The client is the only writer of the store. Each point is one Dask task

@@ -173,3 +173,39 @@ def test_the_printed_dashboard_link_is_where_the_dashboard_listens(tmp_path):
         assert f"ssh -N -L {port}:127.0.0.1:{port}" in tunnel
         with urllib.request.urlopen(link, timeout=10) as page:
             assert page.status == 200
+
+
+PLAIN_SCRIPT = """
+import sweep
+
+def double(x):
+    return {"y": x * 2.0}
+
+ds = sweep.Sweep(double, {"grid": {"x": [1, 2, 3]}}, output=OUTPUT, cluster={"dashboard": "127.0.0.1:0"}).run(
+    progress=False
+)
+print("values", [float(v) for v in ds["y"].values])
+"""
+
+
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_a_plain_script_without_a_main_guard_runs_on_the_local_default(tmp_path, how):
+    """Found: a top-level `Sweep(...).run()` without `if __name__ == "__main__":` (or piped to
+    `python -`) failed with "Nanny failed to start", then StoreLocked."""
+    import subprocess
+
+    code = PLAIN_SCRIPT.replace("OUTPUT", repr(str(tmp_path / "out.zarr")))
+    script = tmp_path / "plain.py"
+    script.write_text(code)
+    args = [sys.executable, str(script)] if how == "file" else [sys.executable, "-"]
+    proc = subprocess.run(
+        args,
+        input=code if how == "stdin" else None,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "values [2.0, 4.0, 6.0]" in proc.stdout
+    assert "Traceback" not in proc.stderr and "INFO" not in proc.stderr, proc.stderr[-2000:]
