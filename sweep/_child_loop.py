@@ -112,6 +112,7 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
 
     hwm_reset = _reset_peak_rss()
     before = isolation.snapshot()
+    modules = set(sys.modules)
     cpu0, t0 = _cpu_seconds(), time.perf_counter()
     outputs, error = None, ""
     try:
@@ -121,7 +122,7 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     left = end_leftovers()
     if left:
         print(f"sweep: ended {left} process(es) the job left running", file=sys.stderr, flush=True)
-    unrestorable = tuple(isolation.restore(before))
+    unrestorable = tuple(isolation.restore(before) + (isolation.half_imported(modules) if error else []))
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # again, in case the job took the signal
     peak_kb = _proc_status("VmHWM") if hwm_reset else None
     if peak_kb is None:

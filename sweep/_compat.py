@@ -92,19 +92,6 @@ def chunk_key(array: Any, block: tuple[int, ...]) -> str:
     return str(array.metadata.encode_chunk_key(block))
 
 
-def start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker now, from this thread.
-
-    Relies on: ``multiprocessing.resource_tracker.ensure_running()`` blocking SIGINT and
-    SIGTERM around the tracker's spawn and then *unblocking* them in the calling thread, and
-    doing nothing once the tracker runs. Started first, it can't unblock SIGINT in the
-    thread that later spawns Dask's worker processes, which must inherit it blocked.
-    """
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()
-
-
 def set_batch_job_class(cluster: Any, cls: type) -> None:
     """Make a dask-jobqueue cluster start its batch jobs with ``cls`` (a subclass of its
     ``job_cls``): the class is the ``cls`` of SpecCluster's worker template ``new_spec``."""

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from distributed import Client, Scheduler, SpecCluster
 
-from sweep import _compat, jobqueue
+from sweep import jobqueue
 from sweep.errors import SweepError, SweepWarning
 from sweep.localworker import LocalWorker
 from sweep.recipe import ClusterSettings
@@ -64,10 +64,10 @@ def local_cluster(threads: int | None = None, dashboard: str = "127.0.0.1:8787")
     keep children warm across sweeps: ``client = Client(sweep.local_cluster())``, then
     ``Sweep.run(client=client)``.
 
-    The worker process (and Dask's event-loop thread that spawns it) starts with SIGINT
-    blocked, so a terminal's Ctrl-C (sent to the whole process group) reaches only this
-    process, which closes the cluster itself; a Ctrl-C during the start is delivered here
-    right after it."""
+    The worker process runs in its own session, so a terminal's Ctrl-C (sent to the whole
+    foreground process group) reaches only this process, which closes the cluster itself;
+    Dask's event-loop thread starts with SIGINT blocked, and a Ctrl-C during the start is
+    delivered here right after it."""
     n = threads or local_cores()
     scheduler = {
         "cls": Scheduler,
@@ -87,7 +87,6 @@ def _sigint_deferred() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _compat.start_resource_tracker()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield

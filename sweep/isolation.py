@@ -63,6 +63,16 @@ def restore(before: State) -> list[str]:
     return _jax_changes(before.jax_config)
 
 
+def half_imported(before: set[str]) -> list[str]:
+    """Packages a failed import left half-imported since ``before`` (the names in
+    ``sys.modules`` then): new submodules are loaded but their package is gone from
+    ``sys.modules``. Importing it again would reuse those submodules and fail differently
+    (``partially initialized module``, found under ``ulimit -u``), so the child is replaced."""
+    loaded = set(sys.modules)
+    orphans = {n.split(".")[0] for n in loaded - before if "." in n and n.rpartition(".")[0] not in loaded}
+    return [f"a failed import left {name} half-imported" for name in sorted(orphans)]
+
+
 def _restore_streams() -> None:
     if not _STREAMS:  # start() was not called: not in a child
         return

@@ -8,8 +8,9 @@ the worker process is a fresh interpreter whose main module is this one, so the 
 module is never imported again (what a job needs is sent to it: import paths or
 cloudpickle). :class:`LocalWorker` is the ``SpecCluster`` handle that starts and stops it.
 
-The process dies with the thread that started it (``PR_SET_PDEATHSIG``), keeps SIGINT blocked
-(a terminal's Ctrl-C goes to the client, which closes the cluster), and runs a Nanny with
+The process runs in its own session, so a terminal's Ctrl-C reaches the client only (which
+closes the cluster), dies with the thread that started it (``PR_SET_PDEATHSIG``), and runs a
+Nanny with
 ``nthreads = N`` and ``resources={"threads": N}`` on 127.0.0.1 until the scheduler goes away.
 """
 
@@ -18,13 +19,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
+import time
 from typing import Any
 
 from distributed.deploy.spec import ProcessInterface
 
 log = logging.getLogger(__name__)
+START_TIMEOUT_S = 120.0
 
 
 class LocalWorker(ProcessInterface):
@@ -39,11 +43,40 @@ class LocalWorker(ProcessInterface):
         super().__init__(scheduler, name)
 
     async def start(self) -> None:
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "sweep.localworker", self.scheduler, json.dumps(self.options)
-        )
-        log.info("local worker pid %d started for %s", self.process.pid, self.scheduler)
+        """Start the process and wait until its worker has joined the scheduler."""
+        ready_r, ready_w = os.pipe()
+        os.set_blocking(ready_r, False)
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "sweep.localworker",
+                self.scheduler,
+                json.dumps(self.options),
+                str(ready_w),
+                pass_fds=(ready_w,),
+                start_new_session=True,
+            )
+            os.close(ready_w)
+            await self._wait_ready(ready_r)
+        finally:
+            os.close(ready_r)
+        log.info("local worker pid %d joined %s", self.process.pid, self.scheduler)
         await super().start()
+
+    async def _wait_ready(self, fd: int) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                if os.read(fd, 16):
+                    return
+                break  # closed without a word: the process ended
+            except BlockingIOError:
+                await asyncio.sleep(0.05)
+        self.process.kill()
+        await self.process.wait()
+        raise RuntimeError(f"the local worker did not start (exit code {self.process.returncode})")
 
     async def close(self) -> None:
         if self.process is not None and self.process.returncode is None:
@@ -65,7 +98,7 @@ def _die_with_parent() -> None:
         pass
 
 
-async def _serve(scheduler: str, options: dict[str, Any]) -> None:
+async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int) -> None:
     from distributed import Nanny
 
     n = int(options["nthreads"])
@@ -80,6 +113,8 @@ async def _serve(scheduler: str, options: dict[str, Any]) -> None:
         name=options.get("name"),
         silence_logs=options.get("silence_logs", logging.ERROR),
     ) as nanny:
+        os.write(ready_fd, b"ready")
+        os.close(ready_fd)
         finished = asyncio.ensure_future(nanny.finished())
         await asyncio.wait(
             [finished, asyncio.ensure_future(stop.wait())], return_when=asyncio.FIRST_COMPLETED
@@ -87,12 +122,11 @@ async def _serve(scheduler: str, options: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     _die_with_parent()
-    scheduler, text = argv
+    scheduler, text, ready_fd = argv
     options = json.loads(text)
     logging.getLogger("distributed").setLevel(options.get("silence_logs", logging.ERROR))
-    asyncio.run(_serve(scheduler, options))
+    asyncio.run(_serve(scheduler, options, int(ready_fd)))
     return 0
 
 

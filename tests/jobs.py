@@ -296,3 +296,14 @@ def leave_daemon(pidfile: str) -> dict:
             break
         time.sleep(0.05)
     return {"value": 1.0}
+
+
+def failing_import(folder: str) -> dict:
+    """Imports a package (made in ``folder``) that fails after loading one of its submodules;
+    a second call in the same process reuses that submodule and fails differently."""
+    sys.path.insert(0, folder)
+    try:
+        import halfpkg  # noqa: F401
+    finally:
+        sys.path.remove(folder)
+    return {"value": 1.0}

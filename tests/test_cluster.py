@@ -209,3 +209,15 @@ def test_a_plain_script_without_a_main_guard_runs_on_the_local_default(tmp_path,
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "values [2.0, 4.0, 6.0]" in proc.stdout
     assert "Traceback" not in proc.stderr and "INFO" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_the_local_worker_is_out_of_reach_of_a_terminals_ctrl_c():
+    """A terminal sends SIGINT to its whole foreground process group: the worker (and the
+    children it starts) must not get it, so that the client alone decides how to stop."""
+    from distributed import Client
+
+    from sweep.cluster import local_cluster
+
+    with local_cluster(threads=1, dashboard="127.0.0.1:0") as cluster, Client(cluster) as client:
+        (pid,) = client.run(os.getpid).values()
+        assert os.getsid(pid) != os.getsid(0) and os.getpgid(pid) != os.getpgrp()

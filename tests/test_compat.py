@@ -1,9 +1,7 @@
 """Each fenced reach into a private or undocumented API (sweep/_compat.py), pinned."""
 
-import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from distributed import Client, LocalCluster, WorkerPlugin, get_worker
@@ -72,18 +70,6 @@ def test_worker_plugins_are_read_and_installed_from_a_task():
         Client(cluster) as client,
     ):
         assert client.submit(install_then_read).result(timeout=60)
-
-
-def test_resource_tracker_started_first_leaves_a_blocked_sigint_to_spawned_processes():
-    import signal
-
-    from sweep.cluster import local_cluster
-
-    with local_cluster(threads=1, dashboard="127.0.0.1:0") as cluster, Client(cluster) as client:
-        (pid,) = client.run(os.getpid).values()
-        status = Path(f"/proc/{pid}/status").read_text()
-        blocked = int(next(line for line in status.splitlines() if line.startswith("SigBlk")).split()[1], 16)
-        assert blocked & (1 << (signal.SIGINT - 1)), status
 
 
 def test_a_jobqueue_cluster_starts_jobs_with_its_new_spec_class_and_resubmits_forgotten_ones(tmp_path):

@@ -50,3 +50,24 @@ def test_a_job_that_leaves_jax_config_alone_keeps_its_warm_child(pool):
     first = run(pool, "x64_dtype")
     second = run(pool, "x64_dtype")
     assert second.pid == first.pid and pool.spawned == 1
+
+
+def test_a_failed_import_that_left_a_package_half_imported_replaces_the_child(pool, tmp_path):
+    """Found under `ulimit -u`: an import of jax that failed midway left its submodules loaded;
+    the retry in the same child failed with `partially initialized module 'jax'` instead."""
+    pkg = tmp_path / "halfpkg"
+    pkg.mkdir()
+    (pkg / "version.py").write_text("v = 1\n")
+    flag = tmp_path / "fail-once"
+    flag.write_text("")
+    (pkg / "__init__.py").write_text(
+        "import os\nimport halfpkg.version\n"
+        f"if os.path.exists({str(flag)!r}):\n    os.remove({str(flag)!r})\n"
+        "    raise RuntimeError('can not start new thread')\n"
+        "x = halfpkg.version.v\n"
+    )
+    first = run(pool, "failing_import", folder=str(tmp_path))
+    assert first.status == "failed" and "can not start new thread" in first.error
+    second = run(pool, "failing_import", folder=str(tmp_path))
+    assert second.status == "done", second.error
+    assert second.pid != first.pid  # the half-imported child was replaced

@@ -72,6 +72,14 @@ def squeue() -> list[str]:
     return out.stdout.split()
 
 
+def squeue_after(seconds: float) -> list[str]:
+    """The queue once it is empty, or after ``seconds`` (scancel is asynchronous)."""
+    deadline = time.monotonic() + seconds
+    while (jobs := squeue()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return jobs
+
+
 def test_slurm_sweep_runs_over_tls_and_records_batch_jobs(slurm, tmp_path):
     markers = tmp_path / "m"
     markers.mkdir()
@@ -85,7 +93,7 @@ def test_slurm_sweep_runs_over_tls_and_records_batch_jobs(slurm, tmp_path):
     jobs = set(ds["batch_job"].values.tolist())
     assert len(jobs) == 1 and next(iter(jobs)).isdigit()
     assert set(ds["host"].values.tolist()) and (ds["cores"] != "").all()
-    assert not squeue(), "the batch job should end with the sweep"
+    assert not squeue_after(15), "the batch job should end with the sweep"
 
 
 def test_scancel_of_the_worker_job_mid_sweep_is_survived(slurm, tmp_path):
