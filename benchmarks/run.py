@@ -200,15 +200,27 @@ def bench_overhead(repeat: int, points: int) -> dict:
     }
 
 
-def bench_scale(points: int) -> dict:
-    """10,000 no-op points in a separate process, so its peak RSS is the client's alone."""
-    out = subprocess.run(
-        [sys.executable, str(Path(__file__)), "--scale-child", str(points)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def bench_scale(points: int, repeat: int) -> dict:
+    """``points`` and a tenth of them, no-op, each in a separate process (so its peak RSS is
+    the client's alone), alternated ``repeat`` times; medians and how the cost grows."""
+    runs: dict[int, list[dict]] = {points // 10: [], points: []}
+    for _ in range(repeat):
+        for n in runs:
+            out = subprocess.run(
+                [sys.executable, str(Path(__file__)), "--scale-child", str(n)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            runs[n].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    small, big = ({k: statistics.median(r[k] for r in runs[n]) for k in runs[n][0]} for n in runs)
+    return {
+        **big,
+        "small_points": small["points"],
+        "small_wall_s": small["wall_s"],
+        "growth": big["wall_s"] / small["wall_s"],
+        "per_point_ms": 1e3 * big["wall_s"] / big["points"],
+    }
 
 
 def scale_child(points: int) -> None:
@@ -269,9 +281,12 @@ def table(results: dict) -> str:
     s = results.get("scale")
     if s:
         lines.append(
-            f"| {s['points']} no-op points | {s['wall_s']:.1f} s, "
+            f"| {s['points']:.0f} no-op points | {s['wall_s']:.1f} s ({s['per_point_ms']:.2f} ms/point), "
             f"client peak RSS {s['client_peak_rss_mb']:.0f} MB, "
-            f"store {100 * s['store_share']:.0f}% of wall | RSS <= 1 GB |"
+            f"store {100 * s['store_share']:.0f}% of wall; "
+            f"{s['small_points']:.0f} points {s['small_wall_s']:.1f} s "
+            f"({s['growth']:.1f}x for {s['points'] / s['small_points']:.0f}x the points) "
+            "| <= 120 s, RSS <= 1 GB |"
         )
     return "\n".join(lines)
 
@@ -303,7 +318,7 @@ def main() -> int:
     if "overhead" in wanted:
         results["overhead"] = bench_overhead(args.repeat, 200 if quick else 1000)
     if "scale" in wanted:
-        results["scale"] = bench_scale(1000 if quick else 10_000)
+        results["scale"] = bench_scale(10_000 if quick else 100_000, 1 if quick else args.repeat)
     print(table(results))
     args.json.write_text(json.dumps(results, indent=2))
     print(f"wrote {args.json}")

@@ -57,6 +57,12 @@ class SweepPage(SchedulerPlugin):
         sweep = self.sweeps.get(name)
         if sweep is None:
             return
+        for one in event.ends if isinstance(event, events.PointsEnded) else (event,):
+            self._record(sweep, one)
+
+    @staticmethod
+    def _record(sweep: dict[str, Any], event: events.Event) -> None:
+        assert not isinstance(event, events.SweepAnnounced | events.PointsEnded)
         point = sweep["points"].setdefault(_key(event.index), {"index": list(event.index), "params": {}})
         if isinstance(event, events.PointStarted):
             point.update(status="running", host=event.host)

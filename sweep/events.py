@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from sweep.protocol import Report, Status
+from sweep.protocol import PointRecord, Report, Status
 
 TOPIC_PREFIX = "sweep-"
 
@@ -73,13 +73,33 @@ class PointEnded:
     wall_s: float
     attempts: int
 
+    @classmethod
+    def of(cls, record: PointRecord) -> PointEnded:
+        return cls(
+            record.index,
+            record.status,
+            record.host,
+            record.cores,
+            record.peak_threads,
+            record.wall_s,
+            record.attempts,
+        )
 
-Event = SweepAnnounced | PointStarted | PointReported | PointEnded
+
+@dataclass(frozen=True)
+class PointsEnded:
+    """The ends of a chunk of short points run by one task (one event instead of one each)."""
+
+    ends: tuple[PointEnded, ...]
+
+
+Event = SweepAnnounced | PointStarted | PointReported | PointEnded | PointsEnded
 _KINDS: dict[str, type] = {
     "sweep": SweepAnnounced,
     "start": PointStarted,
     "report": PointReported,
     "end": PointEnded,
+    "ends": PointsEnded,
 }
 _KIND_OF = {cls: kind for kind, cls in _KINDS.items()}
 
@@ -96,6 +116,9 @@ def from_msg(msg: Any) -> Event | None:
     cls = _KINDS.get(msg.get("event", ""))
     if cls is None:
         return None
+    if cls is PointsEnded:
+        ends = (from_msg({**end, "event": "end"}) for end in msg.get("ends", []))
+        return PointsEnded(tuple(e for e in ends if isinstance(e, PointEnded)))
     known = {f.name for f in fields(cls)}
     values = {k: v for k, v in msg.items() if k in known}
     for name in ("index", "cores"):

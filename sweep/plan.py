@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,8 +78,8 @@ def budget(recipe: Recipe) -> int:
     return r.thread_budget or thread_budget(r.threads)
 
 
-def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]]) -> list[PointTask]:
-    """The tasks for the given point indices, in the space's order."""
+def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]]) -> Iterator[PointTask]:
+    """The tasks for the given point indices, in the space's order, made as they are taken."""
     wanted = set(todo)
     recipe = loaded.recipe
     r, fixed = recipe.resources, recipe.params.fixed
@@ -101,11 +101,11 @@ def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]]) -> list[PointTa
         max_jobs=recipe.child.max_jobs,
         max_rss=recipe.child.max_rss,
     )
-    return [
+    return (
         PointTask(index=p.index, kwargs={**fixed, **p.params}, **common)  # type: ignore[arg-type]
         for p in loaded.space.points()
         if p.index in wanted
-    ]
+    )
 
 
 def task_key(task: PointTask, names: Iterable[str], token: str) -> str:
@@ -116,12 +116,18 @@ def task_key(task: PointTask, names: Iterable[str], token: str) -> str:
     return f"{task.sweep}-{shown}-{'.'.join(map(str, task.index))}-{token}"
 
 
+ANNOUNCED_POINTS = 10_000  # a larger sweep's page lists the points it hears of, not all
+
+
 def announcement(loaded: LoadedRecipe, todo: set[tuple[int, ...]]) -> SweepAnnounced:
-    """What the ``/sweep`` page is told of a sweep: its space, and which points are to run."""
+    """What the ``/sweep`` page is told of a sweep: its space, and which points are to run
+    (every point up to ANNOUNCED_POINTS; beyond, none: one event naming every point of a big
+    sweep would be megabytes)."""
     space = loaded.space
     points = [
         {"index": list(p.index), "params": p.params, "status": "queued" if p.index in todo else "done"}
         for p in space.points()
+        if len(space) <= ANNOUNCED_POINTS
     ]
     coords = {d: space.coords[d][1].tolist() for d in space.dims if d in space.coords}
     return SweepAnnounced(space.kind, list(space.dims), coords, len(space), loaded.job.label, points)

@@ -183,17 +183,19 @@ class CorePool(WorkerPlugin):
         return pool
 
 
-def run_point(task: PointTask) -> PointRecord:
+def run_point(task: PointTask, announce: bool = True) -> PointRecord:
     """Run one point in a leased, capped child, retrying up to ``task.retries`` times.
 
     Returns the point's record (status, outputs, error, measurements, attempts, host); a
-    job's failure is a record, never an exception, so Dask retries only lost workers.
+    job's failure is a record, never an exception, so Dask retries only lost workers. With
+    ``announce`` its start and end are sent as events (reports always are).
     """
     worker = get_worker()
     pool = CorePool.of_this_worker()
     host = pool.host
     say = partial(worker.log_event, events.topic(task.sweep))
-    say(events.to_msg(events.PointStarted(task.index, host)))
+    if announce:
+        say(events.to_msg(events.PointStarted(task.index, host)))
     reports: list[dict[str, Any]] = []
     record = PointRecord(task.index)
     for attempt in range(1, task.retries + 2):
@@ -219,11 +221,21 @@ def run_point(task: PointTask) -> PointRecord:
         thread_budget=task.thread_budget,
         reports=reports,
     )
-    end = events.PointEnded(
-        task.index, record.status, host, record.cores, record.peak_threads, record.wall_s, attempt
-    )
-    say(events.to_msg(end))
+    if announce:
+        say(events.to_msg(events.PointEnded.of(record)))
     return record
+
+
+def run_points(tasks: list[PointTask]) -> list[PointRecord]:
+    """Run several points one after the other in one Dask task (short jobs: :mod:`sweep.window`).
+
+    A chunk's points are not announced one by one: their ends go in one event at the end."""
+    if len(tasks) == 1:
+        return [run_point(tasks[0])]
+    records = [run_point(t, announce=False) for t in tasks]
+    ended = events.PointsEnded(tuple(events.PointEnded.of(r) for r in records))
+    get_worker().log_event(events.topic(tasks[0].sweep), events.to_msg(ended))
+    return records
 
 
 def _attempt(pool: CorePool, task: PointTask, attempt: int, on_report: Any) -> PointRecord:

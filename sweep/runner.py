@@ -26,20 +26,19 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from distributed import Client, Future, as_completed
+from distributed import Client, as_completed
 
 from sweep import events, limits, plan, provenance
 from sweep.child import multipliers
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
-from sweep.plan import PointTask
-from sweep.pool import CorePool, run_point
+from sweep.pool import CorePool
 from sweep.progress import SweepProgress, summary_table
-from sweep.protocol import PointRecord
 from sweep.recipe import LoadedRecipe, Recipe, RecipeError, load_yaml, safe_name
 from sweep.results import open_results
 from sweep.store import Store, StoreFull
+from sweep.window import Window
 from sweep.writer import ResultWriter
 
 
@@ -280,38 +279,34 @@ class Sweep:
         with SweepProgress(total, total - len(todo), enabled=progress) as bar:
             self.progress = bar
             client.subscribe_topic(topic, lambda event: bar.on_event(events.from_msg(event[1])))
-            token, names = uuid.uuid4().hex[:6], self.loaded.space.names
-            futures = {
-                client.submit(
-                    run_point,
-                    t,
-                    key=plan.task_key(t, names, token),
-                    resources={"threads": t.threads},
-                    pure=False,
-                ): t
-                for t in plan.tasks(self.loaded, todo)
-            }
+            tasks = plan.tasks(self.loaded, todo)
+            window = Window(client, tasks, len(todo), self.loaded.space.names, uuid.uuid4().hex[:6])
             try:
-                self._collect(client, futures, ResultWriter(store, bar.points_written))
+                self._collect(client, window, ResultWriter(store, bar.points_written))
             finally:
                 client.unsubscribe_topic(topic)
 
-    def _collect(self, client: Client, futures: dict[Future, PointTask], writer: ResultWriter) -> None:
-        """Write results as futures finish (batched), until all are done or cancelled."""
-        done = as_completed(futures, with_results=True, raise_errors=False)
+    def _collect(self, client: Client, window: Window, writer: ResultWriter) -> None:
+        """Submit points through ``window`` and write results as they finish (batched), until
+        all are done or the sweep is cancelled."""
+        done = as_completed(window.fill(), with_results=True, raise_errors=False)
         try:
             while not done.is_empty():
                 if self._cancel.is_set():
-                    client.cancel(list(futures))
+                    client.cancel(list(window.in_flight))
                     break
                 batch = done.next_batch(block=False)
-                writer.add(_record(futures.pop(f), result) for f, result in batch)
+                for future, result in batch:
+                    writer.add(window.finished(future, result))
+                if batch:
+                    for future in window.fill():
+                        done.add(future)
                 if writer.due() or done.is_empty():
                     writer.flush()
                 elif not batch:
                     time.sleep(0.01)
         except BaseException:
-            client.cancel(list(futures))
+            client.cancel(list(window.in_flight))
             raise
         finally:
             writer.flush()
@@ -382,13 +377,6 @@ def _job_name(job: Callable | str) -> str:
     """A sweep's default name: its job function's name (``module:function`` -> ``function``)."""
     name = job.rpartition(":")[2] if isinstance(job, str) else getattr(job, "__name__", "")
     return safe_name(name if name and name != "<lambda>" else "sweep")
-
-
-def _record(task: PointTask, result: Any) -> PointRecord:
-    """The record of a finished future; a task that raised (e.g. KilledWorker) fails its point."""
-    if isinstance(result, PointRecord):
-        return result
-    return PointRecord(task.index, status="failed", attempts=1, error=f"task failed: {result!r}")
 
 
 def run(job: Callable | str, params: dict[str, Any], **kwargs: Any) -> Any:

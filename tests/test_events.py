@@ -9,6 +9,12 @@ def test_events_survive_the_mapping_dask_carries_with_extra_keys():
         events.PointStarted((1, 2), "node1"),
         events.PointReported((1, 2), 3, {"loss": 0.5}, 1),
         events.PointEnded((1, 2), "done", "node1", (0,), 15, 1.5, 1),
+        events.PointsEnded(
+            (
+                events.PointEnded((0,), "done", "n", (0,), 15, 0.001, 1),
+                events.PointEnded((1,), "failed", "n", (1,), 15, 0.002, 2),
+            )
+        ),
     ]
     for e in sent:
         msg = {**events.to_msg(e), "worker": "tcp://127.0.0.1:1"}
@@ -40,3 +46,6 @@ def test_the_sweep_page_follows_a_points_life():
     assert first["status"] == "failed" and list(first["cores"]) == [1] and first["attempts"] == 2
     page.log_event("not-a-sweep", events.to_msg(events.PointStarted((1,), "h")))
     assert page.snapshot()["sweeps"][0]["points"][1]["status"] == "done"
+    chunk = events.PointsEnded((events.PointEnded((1,), "stalled", "h", (0,), 15, 3.0, 1),))
+    page.log_event(t, events.to_msg(chunk))  # the ends of a chunk of short points, in one event
+    assert page.snapshot()["sweeps"][0]["points"][1]["status"] == "stalled"
