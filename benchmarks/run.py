@@ -252,7 +252,7 @@ def table(results: dict) -> str:
             if f"k{k}_capped" in t:
                 lines.append(
                     f"| threads, k={k} | capped {t[f'k{k}_capped']:.0f}, uncapped {t[f'k{k}_uncapped']:.0f} "
-                    f"({t[f'k{k}_ratio']:.2f}x) | capped k=1 <= 15 |"
+                    f"({t[f'k{k}_ratio']:.2f}x) | capped k=1 <= 17 |"
                 )
     c = results.get("compile_heavy")
     if c:
