@@ -1,5 +1,6 @@
 """Submitting points through a bounded window, several short points per task (sweep/window.py)."""
 
+import pytest
 from distributed import Client
 
 from sweep import Sweep, window
@@ -38,3 +39,15 @@ def test_a_sweep_never_has_more_than_its_window_in_flight_and_runs_every_point(
     assert (ds["status"] == "done").all() and list(ds["y"].values) == [x * x for x in xs]
     assert max(in_flight) <= 3
     assert 3 < sum(tasks) < 600  # short points were run several per task
+
+
+@pytest.mark.slow
+def test_a_hundred_thousand_points_run_to_the_end(client: Client, tmp_path):
+    """Found: 100,000 no-op points (a random space, Python API, local default) failed after 258
+    points: the client lost its connection to the scheduler."""
+    space = {"random": {"n": 100_000, "seed": 0, "axes": {"x": [0.0, 1.0]}}}
+    s = Sweep(f"{JOBS}:scaled", space, output=tmp_path / "big.zarr")
+    ds = s.run(client=client, progress=False)
+    assert int((ds["status"] == "done").sum()) == 100_000
+    assert s.stats["points_run"] == 100_000
+    assert float(ds["value"].isel(point=-1)) == float(ds["x"].isel(point=-1))
