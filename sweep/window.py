@@ -106,7 +106,7 @@ class Window:
         """The records of a finished task (a task that raised fails each of its points)."""
         chunk = self.in_flight.pop(future)
         if isinstance(result, list) and all(isinstance(r, PointRecord) for r in result):
-            self.walls = (self.walls + [r.wall_s for r in result if r.wall_s == r.wall_s])[-64:]  # not NaN
+            self.walls = (self.walls + [r.wall_s for r in result if not math.isnan(r.wall_s)])[-64:]
             return result
         return [
             PointRecord(t.index, status="failed", attempts=1, error=f"task failed: {result!r}") for t in chunk
