@@ -264,6 +264,19 @@ class Child:
                 pass
         self.kill()
 
+    def stop(self) -> None:
+        """SIGKILL the child's process tree, from any thread; the thread running its job sees
+        it die (and :meth:`kill` cleans up there)."""
+        try:
+            tree = [self._ps, *self._ps.children(recursive=True)]
+        except psutil.Error:
+            tree = [self._ps]
+        for p in tree:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+
     def kill(self) -> None:
         """SIGKILL the child and everything it started; idempotent."""
         tree = []
@@ -418,7 +431,7 @@ class Child:
         if isinstance(reply, JobDone):
             record.status, record.outputs = "done", reply.outputs
         elif isinstance(reply, JobFailed):
-            record.error = reply.error
+            record.error, record.output_tail = reply.error, self.log_tail()
         return True
 
     def _record_death(self, record: PointRecord) -> None:

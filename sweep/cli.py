@@ -21,8 +21,11 @@ import logging
 import os
 import signal
 import sys
+import threading
 import warnings
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -31,7 +34,7 @@ from sweep.logs import log_to_stderr
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 # Commands that print and exit; only these may die by SIGPIPE.
-PRINTING = frozenset({"validate", "status", "results", "doctor"})
+PRINTING = frozenset({"validate", "status", "results", "doctor", "ls"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,6 +82,20 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--dry-run", action="store_true", help="print the plan and the batch job script; submit nothing"
     )
+    q.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background (immune to a closed terminal); follow with `sweep attach OUTPUT`",
+    )
+
+    q = sub.add_parser("attach", help="follow a sweep running in the background until it ends")
+    q.add_argument("output", help="result store path")
+
+    q = sub.add_parser("cancel", help="stop a running sweep, keeping what is done")
+    q.add_argument("output", help="result store path")
+
+    q = sub.add_parser("ls", help="every result store under a folder: counts, running or not, size")
+    q.add_argument("folder", nargs="?", default="results", help="where to look (default: results)")
 
     q = sub.add_parser("validate", help="check a recipe and list the points it would run")
     recipe_args(q)
@@ -157,6 +174,7 @@ def _guard_streams(command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if argv is None:  # as a command, not called from Python
         _guard_streams(args.command)
     _setup_logging(args.verbose)
@@ -168,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
             "status": _status,
             "results": _results,
             "doctor": _doctor,
+            "attach": _attach,
+            "cancel": _cancel,
+            "ls": _ls,
         }
         return commands[args.command](args)
     except SweepError as exc:
@@ -221,15 +242,97 @@ def _submit(args: argparse.Namespace) -> int:
                 print(f"batch job script ({settings.kind}; the scheduler address is the real one's")
                 print(f"placeholder: a real run listens on cluster.interface):\n{batch.job_script()}")
         return EXIT_OK
+    if args.detach:
+        return _detach(args, s)
     quiet = args.no_progress
-    ds = s.run(
-        force=args.force,
-        keep_done=args.keep_done,
-        only_failed=args.only == "failed",
-        progress=not quiet,
-        on_start=_announcer(s, quiet),
-    )
+    with _cancel_on_sigterm() as cancel:
+        ds = s.run(
+            force=args.force,
+            keep_done=args.keep_done,
+            only_failed=args.only == "failed",
+            progress=not quiet,
+            on_start=_announcer(s, quiet),
+            cancel=cancel,
+        )
     return _exit_code(ds, len(s))
+
+
+@contextmanager
+def _cancel_on_sigterm() -> Iterator[threading.Event]:
+    """An event SIGTERM sets (``sweep cancel``), while in the main thread."""
+    cancel = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield cancel
+        return
+    previous = signal.signal(signal.SIGTERM, lambda *_: cancel.set())
+    try:
+        yield cancel
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _detach(args: argparse.Namespace, s: Any) -> int:
+    from sweep import driver
+
+    argv = [a for a in args.argv if a != "--detach"]
+    state = driver.detach([*argv, "--no-progress"] if "--no-progress" not in argv else argv, s.output)
+    print(f"sweep {s.loaded.name}: running in the background, pid {state.pid} on {state.host}")
+    print(f"  output    {s.output}")
+    print(f"  log       {state.log}")
+    print(f"  dashboard {state.dashboard}")
+    print(f"  follow    sweep attach {s.output}")
+    print(f"  stop      sweep cancel {s.output}")
+    return EXIT_OK
+
+
+def _attach(args: argparse.Namespace) -> int:
+    from sweep import driver
+
+    output = Path(args.output)
+    try:
+        final = driver.attach(output, lambda line: print(line, file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        print(f"sweep attach: detached; the sweep goes on (`sweep attach {output}` again)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_OK if final["done"] == sum(final.values()) else EXIT_INCOMPLETE
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    from sweep import driver
+
+    output = Path(args.output)
+    state = driver.cancel(output)
+    done = driver.counts(output)["done"]
+    print(f"cancelled the sweep of pid {state.pid}; {done} points done are kept in {output}")
+    print("submit again to resume it")
+    return EXIT_OK
+
+
+def _ls(args: argparse.Namespace) -> int:
+    import json
+
+    from sweep import driver
+    from sweep.store import last_run
+
+    root = Path(args.folder)
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a folder; give the folder holding your stores (default: results)")
+    rows = []
+    for path in driver.stores(root):
+        attrs = json.loads((path / "zarr.json").read_text()).get("attributes", {})
+        c = driver.counts(path)
+        bad = sum(c[s] for s in c if s not in ("done", "pending"))
+        rows.append(
+            (str(path), attrs.get("sweep_name", "?"), f"{c['done']}/{bad}/{sum(c.values())}",
+             last_run(path, attrs), f"{driver.size(path) / 2**20:.1f} MiB")
+        )  # fmt: skip
+    if not rows:
+        print(f"no sweep stores under {root}")
+        return EXIT_OK
+    print("store  name  done/failed/total  run  size")
+    for row in rows:
+        print("  ".join(row))
+    return EXIT_OK
 
 
 def _retry(args: argparse.Namespace) -> int:
@@ -245,9 +348,13 @@ def _announcer(s: Any, quiet: bool) -> Any:
     from sweep import cluster
 
     def announce(client: Any) -> None:
+        from sweep import driver
+
+        link = cluster.dashboard_hint(client, s.recipe.cluster)
+        driver.record(s.output, client, link)
         if not quiet:
             print(f"sweep {s.loaded.name}: {len(s)} points -> {s.output}", file=sys.stderr)
-            print(f"dashboard: {cluster.dashboard_hint(client, s.recipe.cluster)}", file=sys.stderr)
+            print(f"dashboard: {link}", file=sys.stderr)
 
     return announce
 

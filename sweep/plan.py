@@ -36,6 +36,7 @@ class PointTask:
     config: ChildConfig = field(default_factory=ChildConfig)
     max_jobs: int = 500
     max_rss: int | None = None
+    run: str = ""  # which run of the sweep (a token of the client's): what a cancel stops
 
 
 def child_config(recipe: Recipe) -> ChildConfig:
@@ -78,7 +79,7 @@ def budget(recipe: Recipe) -> int:
     return r.thread_budget or thread_budget(r.threads)
 
 
-def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]]) -> Iterator[PointTask]:
+def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]], run: str = "") -> Iterator[PointTask]:
     """The tasks for the given point indices, in the space's order, made as they are taken."""
     wanted = set(todo)
     recipe = loaded.recipe
@@ -100,6 +101,7 @@ def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]]) -> Iterator[Poi
         config=child_config(recipe),
         max_jobs=recipe.child.max_jobs,
         max_rss=recipe.child.max_rss,
+        run=run,
     )
     return (
         PointTask(index=p.index, kwargs={**fixed, **p.params}, **common)  # type: ignore[arg-type]

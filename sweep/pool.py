@@ -77,6 +77,8 @@ class CorePool(WorkerPlugin):
         self._cond = threading.Condition()
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="sweep-spawner")
         self._locks = leases.NodeLocks()
+        self._busy: dict[int, tuple[str, Child]] = {}  # children running a job: pid -> (owner, child)
+        self.stopped: set[str] = set()  # owners (runs) cancelled: their points don't start
         self.spawned = 0
 
     def teardown(self, worker: Any = None) -> None:
@@ -95,6 +97,7 @@ class CorePool(WorkerPlugin):
         max_jobs: int = 500,
         max_rss: int | None = None,
         what: str = "a job",
+        owner: str = "",
     ) -> Iterator[Child]:
         """Hold ``k`` cores of the node (see :mod:`sweep.leases`) and a warm child pinned to them.
 
@@ -119,9 +122,22 @@ class CorePool(WorkerPlugin):
             if child is None:
                 child = self._spawner.submit(Child, held.cores, config).result()
                 self.spawned += 1
+            self._busy[child.pid] = (owner, child)
             yield child
         finally:
+            if child is not None:
+                self._busy.pop(child.pid, None)
             self._give_back(held, child, max_jobs, max_rss)
+
+    def stop(self, owner: str) -> int:
+        """Kill the children running jobs of ``owner`` (a run of a sweep) now, and start none
+        of its jobs from now on; how many were killed."""
+        self.stopped.add(owner)
+        doomed = [child for who, child in list(self._busy.values()) if who == owner]
+        for child in doomed:
+            log.info("stopping child pid %d of cancelled run %s", child.pid, owner)
+            child.stop()
+        return len(doomed)
 
     def _wait_for_cores(self, k: int, config: ChildConfig, what: str) -> tuple[Child | None, leases.Held]:
         """(a warm child to reuse or None, the node locks on its cores); called holding _cond."""
@@ -199,6 +215,9 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
     reports: list[dict[str, Any]] = []
     record = PointRecord(task.index)
     for attempt in range(1, task.retries + 2):
+        if task.run and task.run in pool.stopped:
+            record = PointRecord(task.index, status="failed", error="cancelled")
+            break
         if attempt > 1:
             log.info(
                 "point %s: attempt %d after %s (%s)", task.index, attempt, record.status, record.error[:80]
@@ -226,6 +245,13 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
     return record
 
 
+def stop_run(run: str, dask_worker: Any = None) -> int:
+    """Kill this worker's children running points of ``run`` and start none of its points
+    from now on (``client.run(stop_run, run)``: Dask's cancel does not stop a running task)."""
+    pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
+    return 0 if pool is None else pool.stop(run)
+
+
 def run_points(tasks: list[PointTask]) -> list[PointRecord]:
     """Run several points one after the other in one Dask task (short jobs: :mod:`sweep.window`).
 
@@ -242,7 +268,7 @@ def _attempt(pool: CorePool, task: PointTask, attempt: int, on_report: Any) -> P
     """One attempt at a point in a leased child; a child that can't start fails the attempt."""
     try:
         what = f"sweep {task.sweep} point {task.index}"
-        with pool.lease(task.threads, task.config, task.max_jobs, task.max_rss, what) as child:
+        with pool.lease(task.threads, task.config, task.max_jobs, task.max_rss, what, task.run) as child:
             return child.run(task.job, task.kwargs, limits=task.limits, attempt=attempt, on_report=on_report)
     except ChildDied as exc:
         return PointRecord(task.index, error=f"child could not start: {exc}", output_tail=exc.output_tail)

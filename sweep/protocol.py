@@ -182,7 +182,10 @@ class PointRecord:
         default=0, metadata=_stored("int32", 0, "exit code of a child that exited by itself mid-job")
     )
     output_tail: str = field(
-        default="", metadata=_stored("str", "", "last lines of the child's output when it died or was killed")
+        default="",
+        metadata=_stored(
+            "str", "", "last lines of the child's output when the job failed, or the child died or was killed"
+        ),
     )
     reports: list[dict[str, Any]] = field(
         default_factory=list, metadata=_stored("str", "", "JSON list of the job's sweep.report() calls")

@@ -33,7 +33,7 @@ from sweep.child import multipliers
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
-from sweep.pool import CorePool
+from sweep.pool import CorePool, stop_run
 from sweep.progress import SweepProgress, summary_table
 from sweep.recipe import LoadedRecipe, Recipe, RecipeError, load_yaml, safe_name
 from sweep.results import open_results
@@ -279,12 +279,22 @@ class Sweep:
         with SweepProgress(total, total - len(todo), enabled=progress) as bar:
             self.progress = bar
             client.subscribe_topic(topic, lambda event: bar.on_event(events.from_msg(event[1])))
-            tasks = plan.tasks(self.loaded, todo)
-            window = Window(client, tasks, len(todo), self.loaded.space.names, uuid.uuid4().hex[:6])
+            token = uuid.uuid4().hex[:6]
+            tasks = plan.tasks(self.loaded, todo, run=token)
+            window = Window(client, tasks, len(todo), self.loaded.space.names, token)
             try:
                 self._collect(client, window, ResultWriter(store, bar.points_written))
             finally:
                 client.unsubscribe_topic(topic)
+
+    @staticmethod
+    def _stop(client: Client, window: Window) -> None:
+        """Cancel what is queued and kill what runs (Dask's cancel leaves running tasks be)."""
+        client.cancel(list(window.in_flight))
+        try:
+            client.run(stop_run, window.token)
+        except Exception as exc:  # a worker gone meanwhile: its children went with it
+            logging.getLogger(__name__).info("stopping the run's children: %s", exc)
 
     def _collect(self, client: Client, window: Window, writer: ResultWriter) -> None:
         """Submit points through ``window`` and write results as they finish (batched), until
@@ -293,7 +303,7 @@ class Sweep:
         try:
             while not done.is_empty():
                 if self._cancel.is_set():
-                    client.cancel(list(window.in_flight))
+                    self._stop(client, window)
                     break
                 batch = done.next_batch(block=False)
                 for future, result in batch:

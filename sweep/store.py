@@ -32,11 +32,14 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from sweep import _compat, growth, inputs, integrity, provenance
+from sweep.driver import LOG_NAME, STATE_NAME
 from sweep.errors import SweepError
 from sweep.protocol import NOT_DONE, PointRecord, stored_fields
 from sweep.storelock import HELD_NAME, LOCK_NAME, StoreLock, locked
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+# files in the store that are not its data: kept when it is cleared or rebuilt
+NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME)
 log = logging.getLogger(__name__)
 # zarr's I/O thread pool is capped and fills up while the store is opened, before any job
 # runs: once uncapped jobs have used up the user's `ulimit -u`, the client could not start
@@ -390,7 +393,7 @@ def _read_attrs(path: Path) -> dict[str, Any]:
 
 def _clear(path: Path) -> None:
     for entry in path.iterdir():
-        if entry.name in (LOCK_NAME, HELD_NAME):
+        if entry.name in NOT_DATA:
             continue
         shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
@@ -470,7 +473,7 @@ def _swap_in(path: Path, staging: Path) -> None:
         backup.mkdir()
         os.replace(path / "zarr.json", backup / "zarr.json")
         for entry in path.iterdir():
-            if entry.name not in (LOCK_NAME, HELD_NAME):
+            if entry.name not in NOT_DATA:
                 os.replace(entry, backup / entry.name)
     for entry in staging.iterdir():
         if entry.name != "zarr.json":

@@ -64,6 +64,8 @@ def crash(x: int, how: str = "ok") -> dict:
             ctypes.string_at(0)
         if how == "exit":
             os._exit(3)
+        if how == "raise":
+            raise RuntimeError("crashed by raising")
     return {"value": float(x)}
 
 

@@ -92,6 +92,14 @@ def test_job_exception_is_a_failed_outcome_and_the_child_survives(child):
     assert child.run(parse_job(job("fail_if")), {"x": 2}).status == "done"
 
 
+def test_a_failed_jobs_output_is_kept(child):
+    """Found under `ulimit -u`: the cause (OpenBLAS: pthread_create failed) was only printed,
+    the error said `numpy._core.multiarray failed to import`."""
+    out = child.run(parse_job(job("crash")), {"x": 1, "how": "raise"})
+    assert out.status == "failed" and "crashed by raising" in out.error
+    assert "crashing by raise" in out.output_tail
+
+
 def test_job_stdout_does_not_break_the_protocol(tmp_path, child):
     f = tmp_path / "loud.py"
     f.write_text(

@@ -1,0 +1,206 @@
+"""The process that runs a sweep (the driver), seen from other terminals.
+
+The driver is the ``sweep submit`` process: it hosts the Dask client (and, for local and
+batch clusters, the scheduler) and is the store's only writer. While it runs it keeps a small
+state file in the store, ``.sweep-driver.json`` (:class:`DriverState`: pid, host, start,
+command line, log, dashboard link, scheduler address, batch job ids), so that:
+
+* ``sweep submit --detach`` can start it in the background (its own session, so a closed
+  terminal's SIGHUP never reaches it; output to ``.sweep-driver.log`` in the store) and
+  return once it is up (:func:`detach`);
+* ``sweep attach OUTPUT`` can follow it from any terminal (:func:`attach`);
+* ``sweep cancel OUTPUT`` can stop it (:func:`cancel`): SIGTERM, which the driver takes as
+  a cancel (queued points cancelled, running children killed, finished results written,
+  batch jobs released, cluster closed);
+* ``sweep ls`` can list stores and which of them run now (:func:`stores`).
+
+Whether a driver runs is the store's lock (:mod:`sweep.storelock`), never the state file,
+which a killed driver leaves behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweep.errors import SweepError, UsageError
+from sweep.storelock import locked
+
+STATE_NAME = ".sweep-driver.json"
+LOG_NAME = ".sweep-driver.log"
+START_TIMEOUT_S = 300.0  # a batch cluster's scheduler can take a while
+CANCEL_TIMEOUT_S = 120.0
+
+
+@dataclass
+class DriverState:
+    """What other terminals know of a running driver (``.sweep-driver.json`` in the store)."""
+
+    pid: int
+    host: str
+    started: float
+    command: list[str]
+    log: str = ""
+    dashboard: str = ""
+    scheduler: str = ""
+    batch_jobs: list[str] = field(default_factory=list)
+
+    def save(self, output: Path) -> None:
+        tmp = output / f"{STATE_NAME}.{os.getpid()}"
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, output / STATE_NAME)
+
+    @classmethod
+    def load(cls, output: Path) -> DriverState | None:
+        try:
+            return cls(**json.loads((output / STATE_NAME).read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def record(output: Path, client: Any, dashboard: str) -> None:
+    """Called by the driver once its cluster is up: write its state file."""
+    cluster = getattr(client, "cluster", None)
+    jobs = [str(getattr(j, "job_id", "")) for j in getattr(cluster, "workers", {}).values()]
+    DriverState(
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        started=time.time(),
+        command=list(sys.argv),
+        log=str(output / LOG_NAME) if (output / LOG_NAME).exists() else "",
+        dashboard=dashboard,
+        scheduler=str(client.scheduler.address),
+        batch_jobs=[j for j in jobs if j and j != "None"],
+    ).save(output)
+
+
+class NotRunning(UsageError):
+    """No driver runs this store now."""
+
+
+def running(output: Path) -> DriverState:
+    """The state of the driver running ``output`` now; NotRunning when none does."""
+    if not (output / "zarr.json").exists():
+        raise UsageError(f"{output} is not a sweep store (no zarr.json); give a store's path")
+    state = DriverState.load(output)
+    if not locked(output) or state is None:
+        raise NotRunning(f"no sweep runs {output} now; `sweep status {output}` says how its last run ended")
+    return state
+
+
+def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> DriverState:
+    """Start ``sweep <argv>`` (a submit without --detach) in the background for ``output``;
+    return its state once its cluster is up. SweepError with the end of its log when it ends
+    first (bad input, no cluster) or does not come up within ``wait_s``."""
+    output.mkdir(parents=True, exist_ok=True)
+    if locked(output):
+        state = DriverState.load(output)
+        who = f"pid {state.pid} on {state.host}" if state else "another process"
+        raise UsageError(f"{output} is being run by {who}; follow it with `sweep attach {output}`")
+    (output / STATE_NAME).unlink(missing_ok=True)
+    log = output / LOG_NAME
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sweep.cli", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        state = DriverState.load(output)
+        if state is not None and state.pid == proc.pid:
+            return state
+        if proc.poll() is not None:
+            raise SweepError(f"the sweep ended at once (exit code {proc.returncode}):\n{_tail(log)}")
+        time.sleep(0.2)
+    raise SweepError(f"the sweep did not start within {wait_s:.0f} s (pid {proc.pid}); see {log}")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def counts(output: Path) -> Counter[str]:
+    """Points of the store by status."""
+    from sweep.results import open_results
+
+    return Counter(open_results(output, load=False)["status"].values.ravel().astype(str))
+
+
+def attach(output: Path, say: Callable[[str], None], every: float = 2.0) -> Counter[str]:
+    """Follow the driver running ``output`` until it ends, calling ``say`` with a progress line
+    whenever the counts change; returns the final counts. NotRunning when none runs."""
+    state = running(output)
+    say(f"attached to pid {state.pid} on {state.host}; dashboard: {state.dashboard or '-'}")
+    last = ""
+    while locked(output):
+        line = _progress(counts(output))
+        if line != last:
+            say(line)
+            last = line
+        time.sleep(every)
+    final = counts(output)
+    say(_progress(final))
+    return final
+
+
+def _progress(c: Counter[str]) -> str:
+    total = sum(c.values())
+    shown = "  ".join(f"{s} {n}" for s, n in sorted(c.items()))
+    return f"[sweep] {c['done']}/{total}  {shown}"
+
+
+def cancel(output: Path, wait_s: float = CANCEL_TIMEOUT_S) -> DriverState:
+    """Ask the driver running ``output`` to cancel (SIGTERM) and wait until it has ended."""
+    state = running(output)
+    if state.host != socket.gethostname():
+        raise UsageError(f"{output} is run from {state.host}; run `sweep cancel {output}` there")
+    try:
+        os.kill(state.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + wait_s
+    while locked(output):
+        if time.monotonic() > deadline:
+            raise SweepError(
+                f"pid {state.pid} still runs {output} after {wait_s:.0f} s; kill it (kill {state.pid})"
+            )
+        time.sleep(0.2)
+    return state
+
+
+def stores(root: Path, depth: int = 4) -> Iterator[Path]:
+    """Every sweep store under ``root`` (a folder whose zarr.json names a sweep)."""
+    if depth < 0 or not root.is_dir():
+        return
+    meta = root / "zarr.json"
+    if meta.exists():
+        try:
+            if "sweep_name" in json.loads(meta.read_text()).get("attributes", {}):
+                yield root
+                return
+        except (OSError, ValueError):
+            return
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and not child.name.startswith("."):
+            yield from stores(child, depth - 1)
+
+
+def size(path: Path) -> int:
+    """Bytes on disk under ``path``."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())

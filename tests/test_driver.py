@@ -1,0 +1,139 @@
+"""Sweeps that outlive their terminal: submit --detach, attach, cancel, ls (sweep/driver.py).
+
+Real detached processes, real local clusters; `ps` (psutil) checks what is left."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+from sweep import Sweep, open_results
+from tests.conftest import JOBS, ROOT
+
+
+def recipe(tmp_path: Path, name: str, points: int, seconds: float) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    folder = tmp_path / f"{name}-marks"
+    folder.mkdir()
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "job": f"{JOBS}:marked",
+                "params": {
+                    "grid": {"x": list(range(points))},
+                    "fixed": {"folder": str(folder), "seconds": seconds},
+                },
+                "cluster": {"dashboard": "127.0.0.1:0"},
+                "output": str(tmp_path / "results" / f"{name}.zarr"),
+            }
+        )
+    )
+    return path
+
+
+def sweep(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def driver_pid(output: Path) -> int:
+    import json
+
+    return int(json.loads((output / ".sweep-driver.json").read_text())["pid"])
+
+
+def children_running(marks: Path) -> list[int]:
+    """Child pids that left a start marker and are still alive."""
+    pids = {int(p.name.split("-")[2]) for p in marks.iterdir()}
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def wait_for(predicate, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_a_detached_sweep_survives_its_terminal_and_attach_follows_it_to_the_end(tmp_path):
+    path = recipe(tmp_path, "bg", points=6, seconds=1.0)
+    out = tmp_path / "results" / "bg.zarr"
+    # a "terminal": a shell in its own session whose process group gets SIGHUP when it closes
+    term = subprocess.Popen(
+        ["bash", "-c", f"{sys.executable} -m sweep.cli submit {path} --detach; sleep 60"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    wait_for(lambda: (out / ".sweep-driver.json").exists())
+    pid = driver_pid(out)
+    os.killpg(term.pid, signal.SIGHUP)
+    printed, _ = term.communicate(timeout=30)
+    assert f"pid {pid}" in printed and f"sweep attach {out}" in printed and f"sweep cancel {out}" in printed
+    assert os.getsid(pid) == pid and psutil.pid_exists(pid)  # its own session: the hangup missed it
+    attached = sweep("attach", str(out))
+    assert attached.returncode == 0, attached.stderr
+    assert "[sweep] 6/6" in attached.stderr
+    ds = open_results(out)
+    assert (ds["status"] == "done").all() and ds.attrs["sweep_run_state"] == "finished"
+    assert (out / ".sweep-driver.log").exists()
+
+
+def test_cancel_stops_a_detached_sweep_kills_its_children_and_a_rerun_resumes(tmp_path):
+    path = recipe(tmp_path, "long", points=8, seconds=4.0)
+    out, marks = tmp_path / "results" / "long.zarr", tmp_path / "long-marks"
+    started = sweep("submit", str(path), "--detach")
+    assert started.returncode == 0, started.stderr
+    wait_for(lambda: len(list(marks.iterdir())) >= 2)  # two points running
+    listed = sweep("ls", str(tmp_path / "results"))
+    assert listed.returncode == 0 and "long" in listed.stdout and "running now" in listed.stdout, (
+        listed.stdout
+    )
+    t0 = time.monotonic()
+    cancelled = sweep("cancel", str(out))
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "cancelled" in cancelled.stdout and time.monotonic() - t0 < 60
+    time.sleep(1)
+    assert not children_running(marks)
+    ds = open_results(out)
+    assert ds.attrs["sweep_run_state"] == "cancelled" and not (ds["status"] == "done").all()
+    rerun = sweep("submit", str(path), "--no-progress")
+    assert rerun.returncode == 0, rerun.stderr
+    assert list(open_results(out)["value"].values) == [float(x) for x in range(8)]
+
+
+def test_cancel_and_attach_of_a_store_nothing_runs_say_so(tmp_path):
+    path = recipe(tmp_path, "idle", points=1, seconds=0.0)
+    assert sweep("submit", str(path), "--no-progress").returncode == 0
+    out = tmp_path / "results" / "idle.zarr"
+    for command in ("cancel", "attach"):
+        proc = sweep(command, str(out))
+        assert proc.returncode == 2 and "no sweep runs" in proc.stderr, proc.stderr
+    proc = sweep("ls", str(tmp_path / "results"))
+    assert (
+        proc.returncode == 0
+        and "idle" in proc.stdout
+        and "1/0/1" in proc.stdout
+        and "finished" in proc.stdout
+    )
+
+
+def test_cancelling_a_sweep_on_your_own_client_kills_its_running_children(client, tmp_path):
+    """`SweepRun.cancel()` used `client.cancel`, which leaves a running task and its child be."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    s = Sweep(f"{JOBS}:marked", {"grid": {"x": [0, 1, 2, 3]}, "fixed": {"folder": str(marks), "seconds": 60}},
+              output=tmp_path / "own.zarr")  # fmt: skip
+    run = s.start(client=client, progress=False)
+    wait_for(lambda: len(list(marks.iterdir())) >= 2)
+    run.cancel()
+    wait_for(lambda: not children_running(marks), seconds=30)
+    assert not (open_results(tmp_path / "own.zarr")["status"] == "done").any()
