@@ -73,10 +73,15 @@ def test_a_detached_sweep_survives_its_terminal_and_attach_follows_it_to_the_end
         text=True,
         start_new_session=True,
     )
-    wait_for(lambda: (out / ".sweep-driver.json").exists())
+    assert term.stdout is not None
+    printed = ""
+    while "sweep cancel" not in printed:  # submit --detach has returned; the shell sleeps on
+        line = term.stdout.readline()
+        assert line, "submit --detach printed nothing"
+        printed += line
     pid = driver_pid(out)
-    os.killpg(term.pid, signal.SIGHUP)
-    printed, _ = term.communicate(timeout=30)
+    os.killpg(term.pid, signal.SIGHUP)  # the terminal closes
+    term.wait(timeout=30)
     assert f"pid {pid}" in printed and f"sweep attach {out}" in printed and f"sweep cancel {out}" in printed
     assert os.getsid(pid) == pid and psutil.pid_exists(pid)  # its own session: the hangup missed it
     attached = sweep("attach", str(out))
