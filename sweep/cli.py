@@ -412,6 +412,7 @@ def _status(args: argparse.Namespace) -> int:
     for name in ("done", *NOT_DONE, "pending"):
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")
+    _print_running(Path(args.output), ds)
     if counts["damaged"]:
         print(f"  damaged  {counts['damaged']} (done, but their stored outputs are missing or unreadable; "
               "`sweep submit` again recomputes them)")  # fmt: skip
@@ -430,6 +431,25 @@ def _status(args: argparse.Namespace) -> int:
 
         print(provenance.render(dict(ds.attrs)))
     return EXIT_OK if counts["done"] == total else EXIT_INCOMPLETE
+
+
+def _print_running(output: Path, ds: Any) -> None:
+    """The points a running sweep runs now: where, on which cores, for how long."""
+    import time
+
+    from sweep import driver
+
+    try:
+        state = driver.running(output)
+    except UsageError:
+        return
+    if state.running:
+        print(f"  running  {len(state.running)}")
+    ids = ds["point_id"].values
+    for point in state.running[:10]:
+        since = f"for {time.time() - point['since']:.0f} s" if point.get("since") else ""
+        cores = ",".join(map(str, point.get("cores", [])))
+        print(f"  running {ids[tuple(point['index'])]}: on {point['host']} cores {cores} {since}")
 
 
 def _doctor(args: argparse.Namespace) -> int:

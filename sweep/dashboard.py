@@ -65,7 +65,7 @@ class SweepPage(SchedulerPlugin):
         assert not isinstance(event, events.SweepAnnounced | events.PointsEnded)
         point = sweep["points"].setdefault(_key(event.index), {"index": list(event.index), "params": {}})
         if isinstance(event, events.PointStarted):
-            point.update(status="running", host=event.host)
+            point.update(status="running", host=event.host, cores=list(event.cores))
         elif isinstance(event, events.PointReported):
             point["latest"] = event.latest
             point["reports"] = point.get("reports", 0) + 1

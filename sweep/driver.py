@@ -54,6 +54,7 @@ class DriverState:
     dashboard: str = ""
     scheduler: str = ""
     batch_jobs: list[str] = field(default_factory=list)
+    running: list[dict[str, Any]] = field(default_factory=list)  # index, host, cores, since
 
     def save(self, output: Path) -> None:
         tmp = output / f"{STATE_NAME}.{os.getpid()}"
@@ -82,6 +83,15 @@ def record(output: Path, client: Any, dashboard: str) -> None:
         scheduler=str(client.scheduler.address),
         batch_jobs=[j for j in jobs if j and j != "None"],
     ).save(output)
+
+
+def publish_running(output: Path, points: list[dict[str, Any]]) -> None:
+    """Called by the driver every few seconds: the points running now, for ``sweep status``
+    (only when this process wrote the state file: a CLI driver)."""
+    state = DriverState.load(output)
+    if state is not None and state.pid == os.getpid() and state.running != points:
+        state.running = points
+        state.save(output)
 
 
 class NotRunning(UsageError):

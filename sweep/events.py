@@ -42,8 +42,12 @@ class SweepAnnounced:
 
 @dataclass(frozen=True)
 class PointStarted:
+    """A point's job started: on ``host``, on ``cores``, at ``since`` (seconds since the epoch)."""
+
     index: tuple[int, ...]
     host: str
+    cores: tuple[int, ...] = ()
+    since: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -210,8 +210,6 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
     pool = CorePool.of_this_worker()
     host = pool.host
     say = partial(worker.log_event, events.topic(task.sweep))
-    if announce:
-        say(events.to_msg(events.PointStarted(task.index, host)))
     reports: list[dict[str, Any]] = []
     record = PointRecord(task.index)
     for attempt in range(1, task.retries + 2):
@@ -222,11 +220,17 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
             log.info(
                 "point %s: attempt %d after %s (%s)", task.index, attempt, record.status, record.error[:80]
             )
+        started = (
+            (lambda cores: say(events.to_msg(events.PointStarted(task.index, host, cores, time.time()))))
+            if announce and attempt == 1
+            else None
+        )
         record = _attempt(
             pool,
             task,
             attempt,
             lambda r, a=attempt: say(events.to_msg(events.PointReported.of(task.index, r, a))),
+            started,
         )
         reports.extend(record.reports)
         if record.status == "done":
@@ -264,11 +268,16 @@ def run_points(tasks: list[PointTask]) -> list[PointRecord]:
     return records
 
 
-def _attempt(pool: CorePool, task: PointTask, attempt: int, on_report: Any) -> PointRecord:
-    """One attempt at a point in a leased child; a child that can't start fails the attempt."""
+def _attempt(
+    pool: CorePool, task: PointTask, attempt: int, on_report: Any, on_start: Any = None
+) -> PointRecord:
+    """One attempt at a point in a leased child (``on_start`` is called with its cores once it
+    holds them); a child that can't start fails the attempt."""
     try:
         what = f"sweep {task.sweep} point {task.index}"
         with pool.lease(task.threads, task.config, task.max_jobs, task.max_rss, what, task.run) as child:
+            if on_start is not None:
+                on_start(child.cores)
             return child.run(task.job, task.kwargs, limits=task.limits, attempt=attempt, on_report=on_report)
     except ChildDied as exc:
         return PointRecord(task.index, error=f"child could not start: {exc}", output_tail=exc.output_tail)

@@ -32,6 +32,7 @@ class SweepProgress:
         self.started: set[tuple[int, ...]] = set()
         self.latest: dict[tuple[int, ...], dict[str, Any]] = {}
         self.finished: set[tuple[int, ...]] = set()
+        self.where: dict[tuple[int, ...], events.PointStarted] = {}
         self.console = Console(file=sys.stderr)
         self.live = enabled and (self.console.is_terminal or self.console.is_jupyter)
         self.enabled = enabled
@@ -84,8 +85,17 @@ class SweepProgress:
         """A worker's event for this sweep (a point started, or reported values)."""
         if isinstance(event, events.PointStarted):
             self.started.add(event.index)
+            self.where[event.index] = event
         elif isinstance(event, events.PointReported):
             self.latest[event.index] = event.latest
+
+    def running_points(self) -> list[dict[str, Any]]:
+        """The points started and not yet written: index, host, cores and start time."""
+        return [
+            {"index": list(e.index), "host": e.host, "cores": list(e.cores), "since": e.since}
+            for i, e in self.where.items()
+            if i not in self.finished
+        ]
 
     def snapshot(self) -> dict[str, Any]:
         """Counts by state and the latest reported values of the points that reported."""

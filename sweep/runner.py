@@ -28,7 +28,7 @@ from typing import Any
 
 from distributed import Client, as_completed
 
-from sweep import events, limits, plan, provenance
+from sweep import driver, events, limits, plan, provenance
 from sweep.child import multipliers
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
@@ -40,6 +40,8 @@ from sweep.results import open_results
 from sweep.store import Store, StoreFull
 from sweep.window import Window
 from sweep.writer import ResultWriter
+
+RUNNING_EVERY_S = 2.0  # how often a running sweep tells `sweep status` its running points
 
 
 class Sweep:
@@ -300,8 +302,12 @@ class Sweep:
         """Submit points through ``window`` and write results as they finish (batched), until
         all are done or the sweep is cancelled."""
         done = as_completed(window.fill(), with_results=True, raise_errors=False)
+        published = 0.0
         try:
             while not done.is_empty():
+                if self.progress is not None and time.monotonic() - published >= RUNNING_EVERY_S:
+                    driver.publish_running(self.output, self.progress.running_points())
+                    published = time.monotonic()
                 if self._cancel.is_set():
                     self._stop(client, window)
                     break

@@ -232,3 +232,28 @@ def test_a_bad_partition_ends_submit_with_slurms_message(slurm, tmp_path):
     assert "could not submit a slurm batch job" in output and "invalid partition" in output.lower(), output
     assert "Traceback" not in output
     assert (open_results(tmp_path / "out.zarr")["status"] == "pending").all()
+
+
+def test_a_detached_sweep_on_slurm_runs_to_the_end_and_names_its_batch_jobs(slurm, tmp_path):
+    import json
+
+    markers = tmp_path / "m"
+    markers.mkdir()
+    recipe = cli_recipe(tmp_path, markers, points=4, seconds=0.5)
+    proc = submit(recipe, tmp_path, "--detach")
+    printed, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, printed
+    out = tmp_path / "out.zarr"
+    state = json.loads((out / ".sweep-driver.json").read_text())
+    assert f"pid {state['pid']}" in printed and state["scheduler"].startswith("tls://127.0.0.1:")
+    attached = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "attach", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert attached.returncode == 0, attached.stderr
+    ds = open_results(out)
+    assert (ds["status"] == "done").all() and ds.attrs["sweep_run_state"] == "finished"
+    assert set(ds["batch_job"].values.tolist()) and not squeue_after(15)
