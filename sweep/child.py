@@ -154,6 +154,7 @@ class Limits:
     memory: int | None = None  # RSS bytes summed over the tree -> status "killed"
     max_threads: int | None = None  # OS threads of the tree -> status "killed"
     stall: float | None = None  # seconds without CPU time used by the tree -> status "stalled"
+    log_bytes: int = 1 << 20  # what the job printed is kept, up to its last this many bytes
 
     def exceeded(
         self, elapsed: float, rss: int, threads: int, idle: float = 0.0
@@ -187,6 +188,7 @@ class Child:
         self.config = config
         self.jobs_run = 0
         self.unrestorable: tuple[str, ...] = ()  # what a job changed here that can't be undone
+        self._log_bytes = Limits.log_bytes
         spawn_config = config
         if config.compile_cache:
             try:
@@ -310,6 +312,15 @@ class Child:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def log_text(self, limit: int) -> str:
+        """What the current job printed, its last ``limit`` bytes at most."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
     def log_tail(self, lines: int = 30) -> str:
         """The last ``lines`` lines the child (and its job) printed."""
         try:
@@ -352,6 +363,7 @@ class Child:
         passed to ``on_report`` as it arrives. ``index`` is left empty for the caller.
         """
         self.jobs_run += 1
+        self._log_bytes = limits.log_bytes
         os.truncate(self.log_path, 0)
         record = PointRecord(index=(), cores=self.cores, pid=self.pid, started=time.time())
         t0 = time.monotonic()
@@ -361,6 +373,8 @@ class Child:
             self._record_death(record)
         else:
             self._watch(record, limits, t0, attempt, on_report)
+        if not record.logs:
+            record.logs = [self.log_text(limits.log_bytes)]
         record.finished = time.time()
         if math.isnan(record.wall_s):  # the child never said
             record.wall_s = time.monotonic() - t0
@@ -454,6 +468,7 @@ class Child:
     def _record_kill(self, record: PointRecord, status: Status, why: str) -> None:
         lines = 200 if status == "stalled" else 30
         record.status, record.error, record.output_tail = status, why, self.log_tail(lines)
+        record.logs = [self.log_text(self._log_bytes)]
         log.info("killing child pid %d and its tree: %s", self.pid, why)
         self.kill()
 

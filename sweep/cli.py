@@ -34,7 +34,7 @@ from sweep.logs import log_to_stderr
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 # Commands that print and exit; only these may die by SIGPIPE.
-PRINTING = frozenset({"validate", "status", "results", "doctor", "ls"})
+PRINTING = frozenset({"validate", "status", "results", "doctor", "ls", "logs"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,6 +93,14 @@ def _parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("cancel", help="stop a running sweep, keeping what is done")
     q.add_argument("output", help="result store path")
+
+    q = sub.add_parser("logs", help="what points printed, every attempt, whether they succeeded or not")
+    q.add_argument("output", help="result store path")
+    q.add_argument(
+        "--where", action="append", default=[], metavar="AXIS=VALUE", help="select points (repeatable)"
+    )
+    q.add_argument("--point", help="one point, by its point_id")
+    q.add_argument("--attempt", type=int, help="only this attempt (1 = the first)")
 
     q = sub.add_parser("ls", help="every result store under a folder: counts, running or not, size")
     q.add_argument("folder", nargs="?", default="results", help="where to look (default: results)")
@@ -189,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             "attach": _attach,
             "cancel": _cancel,
             "ls": _ls,
+            "logs": _logs,
         }
         return commands[args.command](args)
     except SweepError as exc:
@@ -305,6 +314,42 @@ def _cancel(args: argparse.Namespace) -> int:
     done = driver.counts(output)["done"]
     print(f"cancelled the sweep of pid {state.pid}; {done} points done are kept in {output}")
     print("submit again to resume it")
+    return EXIT_OK
+
+
+def _logs(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from sweep.store import LOGS
+
+    output = Path(args.output)
+    ds = _open(args.output)
+    chosen = np.ones(ds["status"].shape, dtype=bool)
+    for condition in args.where:
+        axis, _, text = condition.partition("=")
+        if axis not in ds.coords or not text:
+            names = sorted(n for n in ds.coords if n != "point_id")
+            raise UsageError(f"--where {condition}: give AXIS=VALUE with AXIS one of {names}")
+        coord = ds[axis]
+        value: Any = float(text) if coord.dtype.kind in "fiu" else text
+        chosen &= (
+            np.broadcast_to((coord == value).values, chosen.shape) if coord.ndim else bool(coord == value)
+        )
+    ids = ds["point_id"].values[chosen].astype(str)
+    if args.point:
+        ids = ids[ids == args.point]
+    shown = 0
+    for pid in ids:
+        folder = output / LOGS / pid
+        files = sorted(folder.glob("*.txt"), key=lambda f: int(f.stem)) if folder.is_dir() else []
+        for f in files:
+            if args.attempt is None or int(f.stem) == args.attempt:
+                text = f.read_text(errors="replace")
+                print(f"==> point {pid} attempt {f.stem} <==")
+                print(text, end="" if text.endswith("\n") else "\n")
+                shown += 1
+    if not shown:
+        print(f"no output kept for the {len(ids)} point(s) selected (they printed nothing, or have not run)")
     return EXIT_OK
 
 

@@ -90,6 +90,7 @@ def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]], run: str = "") 
         memory=r.memory,
         max_threads=allowed if r.on_thread_overflow == "fail" else None,
         stall=r.stall,
+        log_bytes=recipe.child.log_bytes,
     )
     common = dict(
         sweep=loaded.name,

@@ -211,6 +211,7 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
     host = pool.host
     say = partial(worker.log_event, events.topic(task.sweep))
     reports: list[dict[str, Any]] = []
+    logs: list[str] = []
     record = PointRecord(task.index)
     for attempt in range(1, task.retries + 2):
         if task.run and task.run in pool.stopped:
@@ -233,6 +234,7 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
             started,
         )
         reports.extend(record.reports)
+        logs.extend(record.logs)
         if record.status == "done":
             break
     record = replace(
@@ -243,6 +245,7 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
         batch_job=pool.batch_job,
         thread_budget=task.thread_budget,
         reports=reports,
+        logs=logs,
     )
     if announce:
         say(events.to_msg(events.PointEnded.of(record)))

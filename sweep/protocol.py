@@ -190,6 +190,7 @@ class PointRecord:
     reports: list[dict[str, Any]] = field(
         default_factory=list, metadata=_stored("str", "", "JSON list of the job's sweep.report() calls")
     )
+    logs: list[str] = field(default_factory=list)  # what each attempt printed (kept in OUTPUT/logs)
     status: Status = field(
         default="failed", metadata=_stored("str", "pending", "one of " + ", ".join(STATUSES))
     )

@@ -112,8 +112,9 @@ class ChildSettings(_Model):
     max_rss: int | None = Field(None, gt=0)
     env: dict[str, str] = {}
     preflight: bool = True
+    log_bytes: int = Field(1 << 20, ge=0)
 
-    _max_rss = field_validator("max_rss", mode="before")(_size)
+    _max_rss = field_validator("max_rss", "log_bytes", mode="before")(_size)
 
 
 class Adapt(_Model):

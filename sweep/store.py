@@ -39,7 +39,8 @@ from sweep.storelock import HELD_NAME, LOCK_NAME, StoreLock, locked
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # files in the store that are not its data: kept when it is cleared or rebuilt
-NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME)
+LOGS = "logs"  # what each attempt of each point printed: logs/<point_id>/<attempt>.txt
+NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME, LOGS)  # kept through a rebuild
 log = logging.getLogger(__name__)
 # zarr's I/O thread pool is capped and fills up while the store is opened, before any job
 # runs: once uncapped jobs have used up the user's `ulimit -u`, the client could not start
@@ -99,6 +100,7 @@ class Store:
         }
         self._coords: dict[str, np.ndarray | None] = {}
         self.growth: growth.Growth | None = None  # set when open() grew the store to a new space
+        self._ids: np.ndarray | None = None  # point ids, read when first needed
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -255,7 +257,22 @@ class Store:
         for name, var in RECORD_VARS.items():
             values = [r.stored(name) for r in records]
             self._put(name, [r.index for r in records], [var.fill if v is None else v for v in values])
+        self._write_logs(records)
         return records
+
+    def _write_logs(self, records: list[PointRecord]) -> None:
+        """Each attempt's output of the points that printed anything (a point's earlier logs go)."""
+        printed = [r for r in records if any(r.logs)]
+        if not printed:
+            return
+        if self._ids is None:
+            self._ids = np.asarray(self.group["point_id"][...], dtype=object)
+        for r in printed:
+            folder = self.path / LOGS / str(self._ids[r.index])
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            for attempt, text in enumerate(r.logs, start=1):
+                (folder / f"{attempt}.txt").write_text(text)
 
     def _put(self, name: str, indices: list[tuple[int, ...]], values: list[Any]) -> None:
         """One point-wise write of ``values`` at ``indices`` (one zarr call for the batch)."""
@@ -392,6 +409,7 @@ def _read_attrs(path: Path) -> dict[str, Any]:
 
 
 def _clear(path: Path) -> None:
+    shutil.rmtree(path / LOGS, ignore_errors=True)
     for entry in path.iterdir():
         if entry.name in NOT_DATA:
             continue

@@ -309,3 +309,12 @@ def failing_import(folder: str) -> dict:
     finally:
         sys.path.remove(folder)
     return {"value": 1.0}
+
+
+def chatty(x: int, fail: int = -1) -> dict:
+    """Prints to stdout and stderr, then fails when x == fail."""
+    print(f"hello from {x}", flush=True)
+    print(f"warning from {x}", file=sys.stderr, flush=True)
+    if x == fail:
+        raise ValueError(f"x={x} fails")
+    return {"value": float(x)}
