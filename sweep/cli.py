@@ -332,9 +332,7 @@ def _logs(args: argparse.Namespace) -> int:
             raise UsageError(f"--where {condition}: give AXIS=VALUE with AXIS one of {names}")
         coord = ds[axis]
         value: Any = float(text) if coord.dtype.kind in "fiu" else text
-        chosen &= (
-            np.broadcast_to((coord == value).values, chosen.shape) if coord.ndim else bool(coord == value)
-        )
+        chosen &= (coord == value).broadcast_like(ds["status"]).transpose(*ds["status"].dims).values
     ids = ds["point_id"].values[chosen].astype(str)
     if args.point:
         ids = ids[ids == args.point]
@@ -454,10 +452,13 @@ def _status(args: argparse.Namespace) -> int:
         f"{args.output}: sweep {ds.attrs.get('sweep_name')} ({ds.attrs.get('sweep_space')}), {total} points"
     )
     print(f"  {last_run(args.output, ds.attrs)}")
-    for name in ("done", *NOT_DONE, "pending"):
+    running = _running(Path(args.output))
+    counts["running"] = len(running)
+    counts["pending"] -= len(running)  # the store holds them as pending until they end
+    for name in ("done", *NOT_DONE, "running", "pending"):
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")
-    _print_running(Path(args.output), ds)
+    _print_running(ds, running)
     if counts["damaged"]:
         print(f"  damaged  {counts['damaged']} (done, but their stored outputs are missing or unreadable; "
               "`sweep submit` again recomputes them)")  # fmt: skip
@@ -478,20 +479,22 @@ def _status(args: argparse.Namespace) -> int:
     return EXIT_OK if counts["done"] == total else EXIT_INCOMPLETE
 
 
-def _print_running(output: Path, ds: Any) -> None:
-    """The points a running sweep runs now: where, on which cores, for how long."""
-    import time
-
+def _running(output: Path) -> list[dict[str, Any]]:
+    """The points a sweep running ``output`` runs now (none when no sweep runs it)."""
     from sweep import driver
 
     try:
-        state = driver.running(output)
+        return driver.running(output).running
     except UsageError:
-        return
-    if state.running:
-        print(f"  running  {len(state.running)}")
+        return []
+
+
+def _print_running(ds: Any, running: list[dict[str, Any]]) -> None:
+    """Where the running points run, on which cores, for how long (the first 10)."""
+    import time
+
     ids = ds["point_id"].values
-    for point in state.running[:10]:
+    for point in running[:10]:
         since = f"for {time.time() - point['since']:.0f} s" if point.get("since") else ""
         cores = ",".join(map(str, point.get("cores", [])))
         print(f"  running {ids[tuple(point['index'])]}: on {point['host']} cores {cores} {since}")

@@ -165,7 +165,8 @@ def attach(output: Path, say: Callable[[str], None], every: float = 2.0) -> Coun
             last = line
         time.sleep(every)
     final = counts(output)
-    say(_progress(final))
+    if _progress(final) != last:
+        say(_progress(final))
     return final
 
 

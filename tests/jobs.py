@@ -311,7 +311,7 @@ def failing_import(folder: str) -> dict:
     return {"value": 1.0}
 
 
-def chatty(x: int, fail: int = -1) -> dict:
+def chatty(x: int, fail: int = -1, y: str = "") -> dict:
     """Prints to stdout and stderr, then fails when x == fail."""
     print(f"hello from {x}", flush=True)
     print(f"warning from {x}", file=sys.stderr, flush=True)

@@ -101,6 +101,7 @@ def test_cancel_stops_a_detached_sweep_kills_its_children_and_a_rerun_resumes(tm
     wait_for(lambda: "running  2" in sweep("status", str(out)).stdout, seconds=30)  # told every 2 s
     status = sweep("status", str(out))
     assert "running now" in status.stdout and "running  2" in status.stdout, status.stdout
+    assert "pending  6" in status.stdout  # 8 points: 2 running, 6 waiting
     assert status.stdout.count(" cores ") == 2 and " for " in status.stdout
     listed = sweep("ls", str(tmp_path / "results"))
     assert listed.returncode == 0 and "long" in listed.stdout and "running now" in listed.stdout, (
