@@ -285,6 +285,9 @@ def _detach(args: argparse.Namespace, s: Any) -> int:
 
     argv = [a for a in args.argv if a != "--detach"]
     state = driver.detach([*argv, "--no-progress"] if "--no-progress" not in argv else argv, s.output)
+    if state is None:
+        print(f"sweep {s.loaded.name}: nothing left to run in {s.output} (`sweep status {s.output}`)")
+        return EXIT_OK
     print(f"sweep {s.loaded.name}: running in the background, pid {state.pid} on {state.host}")
     print(f"  output    {s.output}")
     print(f"  log       {state.log}")

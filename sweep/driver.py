@@ -108,10 +108,11 @@ def running(output: Path) -> DriverState:
     return state
 
 
-def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> DriverState:
+def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> DriverState | None:
     """Start ``sweep <argv>`` (a submit without --detach) in the background for ``output``;
-    return its state once its cluster is up. SweepError with the end of its log when it ends
-    first (bad input, no cluster) or does not come up within ``wait_s``."""
+    return its state once its cluster is up, or None when it ended at once with exit code 0
+    (nothing was left to run). SweepError with the end of its log when it ends first
+    otherwise (bad input, no cluster) or does not come up within ``wait_s``."""
     output.mkdir(parents=True, exist_ok=True)
     if locked(output):
         state = DriverState.load(output)
@@ -132,7 +133,9 @@ def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> Dr
         state = DriverState.load(output)
         if state is not None and state.pid == proc.pid:
             return state
-        if proc.poll() is not None:
+        if proc.poll() == 0:
+            return None
+        if proc.returncode is not None:
             raise SweepError(f"the sweep ended at once (exit code {proc.returncode}):\n{_tail(log)}")
         time.sleep(0.2)
     raise SweepError(f"the sweep did not start within {wait_s:.0f} s (pid {proc.pid}); see {log}")

@@ -127,6 +127,8 @@ def test_cancel_and_attach_of_a_store_nothing_runs_say_so(tmp_path):
     for command in ("cancel", "attach"):
         proc = sweep(command, str(out))
         assert proc.returncode == 2 and "no sweep runs" in proc.stderr, proc.stderr
+    again = sweep("submit", str(path), "--detach")
+    assert again.returncode == 0 and "nothing left to run" in again.stdout, again.stdout + again.stderr
     proc = sweep("ls", str(tmp_path / "results"))
     assert (
         proc.returncode == 0
