@@ -34,6 +34,7 @@ from sweep.logs import log_to_stderr
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 # Commands that print and exit; only these may die by SIGPIPE.
+STORE_HELP = "result store path"
 PRINTING = frozenset({"validate", "status", "results", "doctor", "ls", "logs"})
 
 
@@ -77,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--only",
         choices=["failed"],
-        help="--only failed: run the failed, timed-out and killed points, not the pending ones",
+        help="--only failed: run the failed, timed-out, stalled and killed points, not the pending ones",
     )
     q.add_argument(
         "--dry-run", action="store_true", help="print the plan and the batch job script; submit nothing"
@@ -89,13 +90,13 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     q = sub.add_parser("attach", help="follow a sweep running in the background until it ends")
-    q.add_argument("output", help="result store path")
+    q.add_argument("output", help=STORE_HELP)
 
     q = sub.add_parser("cancel", help="stop a running sweep, keeping what is done")
-    q.add_argument("output", help="result store path")
+    q.add_argument("output", help=STORE_HELP)
 
     q = sub.add_parser("logs", help="what points printed, every attempt, whether they succeeded or not")
-    q.add_argument("output", help="result store path")
+    q.add_argument("output", help=STORE_HELP)
     q.add_argument(
         "--where", action="append", default=[], metavar="AXIS=VALUE", help="select points (repeatable)"
     )
@@ -109,13 +110,13 @@ def _parser() -> argparse.ArgumentParser:
     recipe_args(q)
     q.add_argument("--all", action="store_true", help="list every point, not the first 20")
 
-    q = sub.add_parser("retry", help="run a store's failed, timed-out and killed points again")
-    q.add_argument("output", help="result store path")
+    q = sub.add_parser("retry", help="run a store's failed, timed-out, stalled and killed points again")
+    q.add_argument("output", help=STORE_HELP)
     set_arg(q, "resources.timeout=2h")
     q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
 
     q = sub.add_parser("status", help="counts by status of a result store, and its failures")
-    q.add_argument("output", help="result store path")
+    q.add_argument("output", help=STORE_HELP)
     q.add_argument(
         "--provenance", action="store_true", help="also print the inputs, versions, command and git state"
     )
@@ -124,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print JSON")
 
     q = sub.add_parser("results", help="summarise a result store; export it")
-    q.add_argument("output", help="result store path")
+    q.add_argument("output", help=STORE_HELP)
     q.add_argument("--export", metavar="FILE", help="write FILE.nc (netCDF) or FILE.csv (per-point table)")
     return p
 
