@@ -187,6 +187,7 @@ class Child:
         self.cores = tuple(sorted(cores))
         self.config = config
         self.jobs_run = 0
+        self.attempt = 0  # of the job running or last run
         self.unrestorable: tuple[str, ...] = ()  # what a job changed here that can't be undone
         self._log_bytes = Limits.log_bytes
         spawn_config = config
@@ -321,6 +322,24 @@ class Child:
         except OSError:
             return ""
 
+    def log_from(self, offset: int, most: int = 4 << 20) -> tuple[int, bytes]:
+        """(where it starts, bytes) of what the current job printed from byte ``offset`` on, at
+        most ``most`` bytes (the log file holds all of a running job's output)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                start = min(offset, os.fstat(f.fileno()).st_size)
+                f.seek(start)
+                return start, f.read(most)
+        except OSError:
+            return offset, b""
+
+    def log_size(self) -> int:
+        """Bytes the current job has printed."""
+        try:
+            return os.path.getsize(self.log_path)
+        except OSError:
+            return 0
+
     def log_tail(self, lines: int = 30) -> str:
         """The last ``lines`` lines the child (and its job) printed."""
         try:
@@ -363,6 +382,7 @@ class Child:
         passed to ``on_report`` as it arrives. ``index`` is left empty for the caller.
         """
         self.jobs_run += 1
+        self.attempt = attempt
         self._log_bytes = limits.log_bytes
         os.truncate(self.log_path, 0)
         record = PointRecord(index=(), cores=self.cores, pid=self.pid, started=time.time())

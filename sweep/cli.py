@@ -102,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     q.add_argument("--point", help="one point, by its point_id")
     q.add_argument("--attempt", type=int, help="only this attempt (1 = the first)")
+    q.add_argument(
+        "--follow", "-f", action="store_true", help="stream one running point's output until it ends"
+    )
 
     q = sub.add_parser("ls", help="every result store under a folder: counts, running or not, size")
     q.add_argument("folder", nargs="?", default="results", help="where to look (default: results)")
@@ -340,6 +343,8 @@ def _logs(args: argparse.Namespace) -> int:
     ids = ds["point_id"].values[chosen].astype(str)
     if args.point:
         ids = ids[ids == args.point]
+    if args.follow and _follow(output, ds, ids):
+        return EXIT_OK
     shown = 0
     for pid in ids:
         folder = output / LOGS / pid
@@ -353,6 +358,35 @@ def _logs(args: argparse.Namespace) -> int:
     if not shown:
         print(f"no output kept for the {len(ids)} point(s) selected (they printed nothing, or have not run)")
     return EXIT_OK
+
+
+def _follow(output: Path, ds: Any, ids: Any) -> bool:
+    """Stream the one selected point if it has not ended and a sweep runs the store; False
+    when there is nothing to follow (its kept output is printed instead)."""
+    import numpy as np
+
+    from sweep import driver
+    from sweep.follow import follow
+
+    if len(ids) != 1:
+        raise UsageError(
+            f"--follow streams one point and {len(ids)} are selected; pick one with --point ID "
+            "or with --where for every axis"
+        )
+    index = tuple(int(i) for i in np.argwhere(ds["point_id"].values == ids[0])[0])
+    if str(ds["status"].values[index]) != "pending":
+        return False
+    try:
+        follow(
+            output,
+            str(ids[0]),
+            index,
+            lambda text: print(text, end="", flush=True),
+            lambda line: print(f"[sweep] {line}", file=sys.stderr, flush=True),
+        )
+    except driver.NotRunning:
+        return False
+    return True
 
 
 def _ls(args: argparse.Namespace) -> int:

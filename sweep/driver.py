@@ -20,6 +20,7 @@ which a killed driver leaves behind.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -29,7 +30,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,8 @@ class DriverState:
     scheduler: str = ""
     batch_jobs: list[str] = field(default_factory=list)
     running: list[dict[str, Any]] = field(default_factory=list)  # index, host, cores, since
+    run: str = ""  # the token of the run going on: whose children `cancel` and `logs --follow` find
+    credentials: str = ""  # a private file with TLS client credentials for the scheduler, if it wants them
 
     def save(self, output: Path) -> None:
         tmp = output / f"{STATE_NAME}.{os.getpid()}"
@@ -72,7 +75,7 @@ class DriverState:
 def record(output: Path, client: Any, dashboard: str) -> None:
     """Called by the driver once its cluster is up: write its state file."""
     cluster = getattr(client, "cluster", None)
-    jobs = [str(getattr(j, "job_id", "")) for j in getattr(cluster, "workers", {}).values()]
+    tls_dir = getattr(cluster, "shared_temp_directory", None) or Path.home() / ".cache" / "sweep" / "tls"
     DriverState(
         pid=os.getpid(),
         host=socket.gethostname(),
@@ -81,17 +84,61 @@ def record(output: Path, client: Any, dashboard: str) -> None:
         log=str(output / LOG_NAME) if (output / LOG_NAME).exists() else "",
         dashboard=dashboard,
         scheduler=str(client.scheduler.address),
-        batch_jobs=[j for j in jobs if j and j != "None"],
+        batch_jobs=batch_jobs(client),
+        credentials=_save_credentials(client.security, Path(tls_dir)),
     ).save(output)
 
 
-def publish_running(output: Path, points: list[dict[str, Any]]) -> None:
-    """Called by the driver every few seconds: the points running now, for ``sweep status``
-    (only when this process wrote the state file: a CLI driver)."""
+def batch_jobs(client: Any) -> list[str]:
+    """The ids of the batch jobs the client's cluster has submitted (none for other clusters)."""
+    workers = getattr(getattr(client, "cluster", None), "workers", {})
+    jobs = [str(getattr(j, "job_id", "")) for j in workers.values()]
+    return [j for j in jobs if j and j != "None"]
+
+
+def _save_credentials(security: Any, folder: Path) -> str:
+    """Write the TLS client credentials of a temporary (in-memory) ``security`` to a file only
+    the user can read, removed when this process exits; its path, or "" when there are none."""
+    config = security.get_tls_config_for_role("client") if security is not None else {}
+    pem = {k: config.get(k) for k in ("ca_file", "cert", "key")}
+    if not all(v and "\n" in v for v in pem.values()):
+        return ""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / f"sweep-driver-{os.getpid()}.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(pem, f)
+    atexit.register(path.unlink, missing_ok=True)
+    return str(path)
+
+
+def connect(state: DriverState) -> Any:
+    """A Dask client of the running driver's scheduler (with its TLS credentials)."""
+    from distributed import Client
+    from distributed.security import Security
+
+    security = None
+    if state.credentials:
+        pem = json.loads(Path(state.credentials).read_text())
+        security = Security(
+            tls_ca_file=pem["ca_file"],
+            tls_client_cert=pem["cert"],
+            tls_client_key=pem["key"],
+            require_encryption=True,
+        )
+    return Client(state.scheduler, security=security, timeout=10, set_as_default=False)
+
+
+def publish(output: Path, **changes: Any) -> None:
+    """Called by the driver as it goes: the run's token once, the points running now every few
+    seconds (for ``sweep status``); only when this process wrote the state file (a CLI driver)."""
     state = DriverState.load(output)
-    if state is not None and state.pid == os.getpid() and state.running != points:
-        state.running = points
-        state.save(output)
+    if (
+        state is not None
+        and state.pid == os.getpid()
+        and any(getattr(state, k) != v for k, v in changes.items())
+    ):
+        replace(state, **changes).save(output)
 
 
 class NotRunning(UsageError):

@@ -23,6 +23,7 @@ import os
 import socket
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -37,13 +38,14 @@ from sweep.child import Child, ChildConfig, ChildDied
 from sweep.jobqueue import batch_job_id
 from sweep.logs import log_to_stderr
 from sweep.plan import PointTask
-from sweep.protocol import PointRecord
+from sweep.protocol import LogChunk, PointRecord
 
 log = logging.getLogger(__name__)
 LEASE_POLL_S = 0.2  # how often a waiting lease looks again for cores other processes freed
 WAIT_WARN_S = 30.0
 
 PLUGIN_NAME = "sweep-core-pool"
+ENDED_LOGS_KEPT = 16  # attempts whose last output a follower may still ask for
 
 
 class CorePool(WorkerPlugin):
@@ -77,7 +79,10 @@ class CorePool(WorkerPlugin):
         self._cond = threading.Condition()
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="sweep-spawner")
         self._locks = leases.NodeLocks()
-        self._busy: dict[int, tuple[str, Child]] = {}  # children running a job: pid -> (owner, child)
+        # children running a job: pid -> (owner, point, child)
+        self._busy: dict[int, tuple[str, tuple[int, ...], Child]] = {}
+        # the last attempts that ended: (owner, point, attempt) -> (their kept output, bytes printed)
+        self._ended: OrderedDict[tuple[str, tuple[int, ...], int], tuple[str, int]] = OrderedDict()
         self.stopped: set[str] = set()  # owners (runs) cancelled: their points don't start
         self.spawned = 0
 
@@ -98,6 +103,7 @@ class CorePool(WorkerPlugin):
         max_rss: int | None = None,
         what: str = "a job",
         owner: str = "",
+        point: tuple[int, ...] = (),
     ) -> Iterator[Child]:
         """Hold ``k`` cores of the node (see :mod:`sweep.leases`) and a warm child pinned to them.
 
@@ -122,7 +128,7 @@ class CorePool(WorkerPlugin):
             if child is None:
                 child = self._spawner.submit(Child, held.cores, config).result()
                 self.spawned += 1
-            self._busy[child.pid] = (owner, child)
+            self._busy[child.pid] = (owner, point, child)
             yield child
         finally:
             if child is not None:
@@ -133,11 +139,38 @@ class CorePool(WorkerPlugin):
         """Kill the children running jobs of ``owner`` (a run of a sweep) now, and start none
         of its jobs from now on; how many were killed."""
         self.stopped.add(owner)
-        doomed = [child for who, child in list(self._busy.values()) if who == owner]
+        doomed = [child for who, _, child in list(self._busy.values()) if who == owner]
         for child in doomed:
             log.info("stopping child pid %d of cancelled run %s", child.pid, owner)
             child.stop()
         return len(doomed)
+
+    def ended(
+        self, owner: str, point: tuple[int, ...], attempt: int, child: Child, record: PointRecord
+    ) -> None:
+        """Keep an attempt's output a while for :meth:`log_chunk` (its child runs on)."""
+        text = record.logs[-1] if record.logs else ""
+        # a killed child's log file is gone: its kept text is then taken as all it printed
+        self._ended[(owner, point, attempt)] = (text, max(child.log_size(), len(text.encode())))
+        while len(self._ended) > ENDED_LOGS_KEPT:
+            self._ended.popitem(last=False)
+
+    def log_chunk(self, owner: str, point: tuple[int, ...], attempt: int, offset: int) -> LogChunk | None:
+        """What attempt ``attempt`` (or a later one running now) at ``point`` of run ``owner``
+        printed from byte ``offset`` on; None when it neither runs here nor ended lately."""
+        kept = self._ended.get((owner, point, attempt))
+        if kept is not None:
+            text, size = kept
+            data = text.encode()
+            start = max(offset, size - len(data))
+            return LogChunk(attempt, start, data[start - (size - len(data)) :], ended=True)
+        for who, at, child in list(self._busy.values()):
+            if who == owner and at == point and child.attempt >= attempt:
+                if child.attempt > attempt:
+                    attempt, offset = child.attempt, 0
+                start, data = child.log_from(offset)
+                return LogChunk(attempt, start, data, ended=False)
+        return None
 
     def _wait_for_cores(self, k: int, config: ChildConfig, what: str) -> tuple[Child | None, leases.Held]:
         """(a warm child to reuse or None, the node locks on its cores); called holding _cond."""
@@ -259,6 +292,14 @@ def stop_run(run: str, dask_worker: Any = None) -> int:
     return 0 if pool is None else pool.stop(run)
 
 
+def log_chunk(
+    run: str, point: tuple[int, ...], attempt: int, offset: int, dask_worker: Any = None
+) -> LogChunk | None:
+    """``client.run(log_chunk, ...)``: :meth:`CorePool.log_chunk` on each worker."""
+    pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
+    return None if pool is None else pool.log_chunk(run, point, attempt, offset)
+
+
 def run_points(tasks: list[PointTask]) -> list[PointRecord]:
     """Run several points one after the other in one Dask task (short jobs: :mod:`sweep.window`).
 
@@ -278,9 +319,14 @@ def _attempt(
     holds them); a child that can't start fails the attempt."""
     try:
         what = f"sweep {task.sweep} point {task.index}"
-        with pool.lease(task.threads, task.config, task.max_jobs, task.max_rss, what, task.run) as child:
+        lease = pool.lease(task.threads, task.config, task.max_jobs, task.max_rss, what, task.run, task.index)
+        with lease as child:
             if on_start is not None:
                 on_start(child.cores)
-            return child.run(task.job, task.kwargs, limits=task.limits, attempt=attempt, on_report=on_report)
+            record = child.run(
+                task.job, task.kwargs, limits=task.limits, attempt=attempt, on_report=on_report
+            )
+            pool.ended(task.run, task.index, attempt, child, record)
+            return record
     except ChildDied as exc:
         return PointRecord(task.index, error=f"child could not start: {exc}", output_tail=exc.output_tail)

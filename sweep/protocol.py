@@ -210,3 +210,19 @@ class PointRecord:
 def stored_fields() -> dict[str, dict[str, Any]]:
     """The store's per-point variables: name -> {dtype, fill, attrs}, in write order."""
     return {f.name: dict(f.metadata) for f in fields(PointRecord) if f.metadata}
+
+
+# -- worker -> a follower (``sweep logs --follow``) -----------------------------------------
+@dataclass(frozen=True)
+class LogChunk:
+    """Part of what one attempt at a point has printed so far, read on its worker.
+
+    ``data`` starts at byte ``start`` of the attempt's output; ``ended`` says the attempt is
+    over and ``data`` runs to its end. ``start`` past the offset asked for means the bytes in
+    between are no longer kept (more than ``child.log_bytes`` were printed since).
+    """
+
+    attempt: int
+    start: int
+    data: bytes
+    ended: bool

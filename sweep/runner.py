@@ -284,6 +284,7 @@ class Sweep:
             token = uuid.uuid4().hex[:6]
             tasks = plan.tasks(self.loaded, todo, run=token)
             window = Window(client, tasks, len(todo), self.loaded.space.names, token)
+            driver.publish(self.output, run=token)
             try:
                 self._collect(client, window, ResultWriter(store, bar.points_written))
             finally:
@@ -306,7 +307,11 @@ class Sweep:
         try:
             while not done.is_empty():
                 if self.progress is not None and time.monotonic() - published >= RUNNING_EVERY_S:
-                    driver.publish_running(self.output, self.progress.running_points())
+                    driver.publish(
+                        self.output,
+                        running=self.progress.running_points(),
+                        batch_jobs=driver.batch_jobs(client),
+                    )
                     published = time.monotonic()
                 if self._cancel.is_set():
                     self._stop(client, window)

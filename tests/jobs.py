@@ -3,6 +3,7 @@
 import os
 import sys
 import time
+from pathlib import Path
 
 
 def jax_grad(n: int = 64, seed: int = 0) -> dict:
@@ -317,4 +318,18 @@ def chatty(x: int, fail: int = -1, y: str = "") -> dict:
     print(f"warning from {x}", file=sys.stderr, flush=True)
     if x == fail:
         raise ValueError(f"x={x} fails")
+    return {"value": float(x)}
+
+
+def ticker(x: int, n: int = 10, every: float = 0.3, folder: str = "") -> dict:
+    """Prints ``tick i`` n times, ``every`` seconds apart; with ``folder``, its first attempt
+    fails after the ticks (a marker file there says it ran once)."""
+    for i in range(n):
+        print(f"x={x} tick {i} {time.time():.3f}", flush=True)
+        time.sleep(every)
+    if folder:
+        mark = Path(folder) / f"ticker-{x}"
+        if not mark.exists():
+            mark.touch()
+            raise RuntimeError("the first attempt fails")
     return {"value": float(x)}

@@ -1,10 +1,15 @@
 """What every attempt of every point printed is kept with the results (`sweep logs`)."""
 
+import subprocess
+import sys
+import time
+
 import yaml
 
 from sweep import open_results
 from sweep.cli import main
-from tests.conftest import JOBS
+from sweep.storelock import locked
+from tests.conftest import JOBS, ROOT
 
 
 def run_chatty(tmp_path, capsys):
@@ -50,3 +55,63 @@ def test_logs_where_names_the_axes_on_a_typo(client, tmp_path, capsys):
     out = run_chatty(tmp_path, capsys)
     rc = main(["logs", str(out), "--where", "z=1"])
     assert rc == 2 and "AXIS one of ['x', 'y']" in capsys.readouterr().err
+
+
+def test_logs_follow_streams_a_running_point_through_its_retry(tmp_path):
+    """Detached sweep; `sweep logs --follow` of a point printing every 0.3 s shows its lines
+    while it runs (before the point ends), each exactly once, both attempts, then exits 0."""
+    path = tmp_path / "tick.yaml"
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    out = tmp_path / "tick.zarr"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "job": f"{JOBS}:ticker",
+                "params": {"grid": {"x": [0, 1]}, "fixed": {"n": 12, "every": 0.3, "folder": str(marks)}},
+                "resources": {"retries": 1},
+                "cluster": {"dashboard": "127.0.0.1:0"},
+                "output": str(out),
+            }
+        )
+    )
+    cli = [sys.executable, "-m", "sweep.cli"]
+    assert subprocess.run([*cli, "submit", str(path), "--detach"], cwd=ROOT, timeout=300).returncode == 0
+    pid = str(open_results(out)["point_id"].sel(x=1).item())
+    follower = subprocess.Popen(
+        [*cli, "logs", str(out), "--point", pid, "--follow"], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert follower.stdout is not None
+    lines = []
+    for line in follower.stdout:
+        lines.append((time.time(), line.rstrip("\n")))
+    assert follower.wait(timeout=120) == 0
+    ticks = [(t, line) for t, line in lines if "tick" in line]
+    assert [line.split()[2] for _, line in ticks] == [
+        str(i) for i in range(12)
+    ] * 2  # both attempts, in order
+    assert [line for _, line in lines if line.startswith("==>")] == [
+        f"==> point {pid} attempt 1 <==",
+        f"==> point {pid} attempt 2 <==",
+    ]
+    # streamed: the first tick was shown well before the point's last tick was printed
+    assert ticks[0][0] < float(ticks[-1][1].split()[3]) - 3.0
+    # the point ended; following it again prints what was kept and returns at once
+    deadline = time.monotonic() + 120
+    while locked(out):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    again = subprocess.run(
+        [*cli, "logs", str(out), "--point", pid, "--follow"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode == 0 and again.stdout.count("tick 11") == 2
+
+
+def test_logs_follow_wants_one_point(client, tmp_path, capsys):
+    out = run_chatty(tmp_path, capsys)
+    assert main(["logs", str(out), "--where", "x=1", "--follow"]) == 2
+    assert "--follow streams one point and 2 are selected" in capsys.readouterr().err

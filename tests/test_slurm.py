@@ -257,3 +257,49 @@ def test_a_detached_sweep_on_slurm_runs_to_the_end_and_names_its_batch_jobs(slur
     ds = open_results(out)
     assert (ds["status"] == "done").all() and ds.attrs["sweep_run_state"] == "finished"
     assert set(ds["batch_job"].values.tolist()) and not squeue_after(15)
+
+
+def test_logs_of_a_point_on_a_slurm_worker_followed_and_kept(slurm, tmp_path):
+    """What a job on a batch worker prints comes back through Dask (TLS): `logs --follow`
+    streams it while it runs, and `logs` shows it from the store afterwards."""
+    import json
+
+    import yaml
+
+    recipe = tmp_path / "tick.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "job": f"{JOBS}:ticker",
+                "params": {"grid": {"x": [0, 1]}, "fixed": {"n": 30, "every": 0.2}},
+                "output": str(tmp_path / "out.zarr"),
+            }
+        )
+    )
+    proc = submit(recipe, tmp_path, "--detach")
+    printed, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, printed
+    out = tmp_path / "out.zarr"
+    pid = str(open_results(out)["point_id"].sel(x=1).item())
+    cli = [sys.executable, "-m", "sweep.cli", "logs", str(out), "--point", pid]
+    time.sleep(3)  # the driver tells its batch jobs every 2 s
+    state = json.loads((out / ".sweep-driver.json").read_text())
+    assert (
+        state["credentials"]
+        and len(state["batch_jobs"]) == 2
+        and all(j.isdigit() for j in state["batch_jobs"])
+    )
+    followed = subprocess.run([*cli, "--follow"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert followed.returncode == 0, followed.stderr
+    assert [line.split()[2] for line in followed.stdout.splitlines() if "tick" in line] == [
+        str(i) for i in range(30)
+    ]
+    attached = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "attach", str(out)], cwd=ROOT, capture_output=True, timeout=300
+    )
+    assert attached.returncode in (0, 2)  # 2: it had ended already
+    ds = open_results(out)
+    assert (ds["status"] == "done").all() and ds["batch_job"].sel(x=1).item().isdigit()
+    kept = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert kept.stdout.count("tick") == 30 and f"==> point {pid} attempt 1 <==" in kept.stdout
+    assert not squeue_after(15) and not Path(state["credentials"]).exists()
