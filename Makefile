@@ -18,7 +18,7 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 # the tests also run the photonics extra (invrs-gym) and need SLURM and Chromium, which
 # scripts/system-deps.sh installs when it can (root with apt-get); their tests skip otherwise
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,photonics,bench]'
+	$(BIN)/python -m pip install -q -e '.[test,photonics,bench,search]'
 	touch $@
 
 run: $(RUN_STAMP)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time the names l
     from sweep.cluster import local_cluster
     from sweep.errors import SweepError
     from sweep.recipe import Recipe, RecipeError
-    from sweep.reporting import report
+    from sweep.reporting import Pruned, report
     from sweep.results import open_results, report_history
     from sweep.runner import Sweep, SweepRun, run
 
@@ -26,6 +26,7 @@ _LAZY = {
     "run": ("sweep.runner", "run"),
     "open_results": ("sweep.results", "open_results"),
     "report": ("sweep.reporting", "report"),
+    "Pruned": ("sweep.reporting", "Pruned"),
     "report_history": ("sweep.results", "report_history"),
     "Recipe": ("sweep.recipe", "Recipe"),
     "local_cluster": ("sweep.cluster", "local_cluster"),
@@ -33,6 +34,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "Pruned",
     "Recipe",
     "RecipeError",
     "Sweep",

@@ -13,23 +13,35 @@ import faulthandler
 import os
 import pickle
 import resource
+import select
 import signal
 import sys
 import time
 import traceback
 
 from sweep import isolation
-from sweep.protocol import Exit, JobDone, JobFailed, Metrics, Ready, Report, RunJob, receive, send
+from sweep.protocol import Exit, JobDone, JobFailed, Metrics, Prune, Ready, Report, RunJob, receive, send
+from sweep.reporting import Pruned
 
 STACKS_SIGNAL = signal.SIGUSR1  # = sweep.child.STACKS_SIGNAL (not imported: psutil)
 _report_fd: int | None = None  # where sweep.report() writes while this child serves
+_request_fd: int | None = None  # where a Prune for the running job arrives
+_job = 0  # the number of the job running (1 = this child's first)
+_pruned = False  # the running job was told to stop
 
 
 def report(message: Report) -> bool:
-    """Send a report to the parent; False outside a sweep's child (then nothing happens)."""
+    """Send a report to the parent; False outside a sweep's child (then nothing happens).
+    Raises Pruned once a Prune for the running job has arrived."""
+    global _pruned
     if _report_fd is None:
         return False
     send(_report_fd, message)
+    if not _pruned and _request_fd is not None and select.select([_request_fd], [], [], 0)[0]:
+        message_in = receive(_request_fd)  # mid-job the parent sends nothing but Prune
+        _pruned = isinstance(message_in, Prune) and message_in.job == _job
+    if _pruned:
+        raise Pruned(f"the search pruned this trial at step {message.step}")
     return True
 
 
@@ -122,6 +134,9 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     """Run one job in this process; a JobDone, or a JobFailed with the traceback."""
     from sweep.outputs import normalize_outputs
 
+    global _job, _pruned
+    _job, _pruned = _job + 1, False
+
     hwm_reset = _reset_peak_rss()
     before = isolation.snapshot()
     modules = set(sys.modules)
@@ -129,6 +144,8 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     outputs, error = None, ""
     try:
         outputs = normalize_outputs(request.job.load()(**request.kwargs))
+    except Pruned as exc:
+        error = str(exc)
     except BaseException as exc:  # a job's failure of any kind, sys.exit() included, is reported
         error = "".join(traceback.format_exception(exc))
     left = end_leftovers()
@@ -147,14 +164,14 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
         cores=tuple(sorted(os.sched_getaffinity(0))),
     )
     if outputs is None:
-        return JobFailed(error, metrics, unrestorable)
-    return JobDone(outputs, metrics, unrestorable)
+        return JobFailed(error, metrics, unrestorable, pruned=_pruned)
+    return JobDone(outputs, metrics, unrestorable, pruned=_pruned)
 
 
 def serve(fd_in: int, fd_out: int) -> int:
     """Answer requests until Exit or until the parent closes the pipe; returns the exit code."""
-    global _report_fd
-    _report_fd = fd_out
+    global _report_fd, _request_fd
+    _report_fd, _request_fd = fd_out, fd_in
     isolation.start()
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # the parent asks for stacks on a stall
     send(fd_out, Ready(os.getpid()))
@@ -165,6 +182,8 @@ def serve(fd_in: int, fd_out: int) -> int:
             return 0
         if isinstance(request, Exit):
             return 0
+        if isinstance(request, Prune):  # for a job that has ended meanwhile
+            continue
         reply: JobDone | JobFailed = run_one(request)
         try:
             send(fd_out, reply)

@@ -49,7 +49,7 @@ import psutil
 
 from sweep import protocol
 from sweep.job import JobRef
-from sweep.protocol import Exit, JobDone, JobFailed, PointRecord, Ready, Report, RunJob, Status
+from sweep.protocol import Exit, JobDone, JobFailed, PointRecord, Prune, Ready, Report, RunJob, Status
 
 log = logging.getLogger(__name__)
 
@@ -322,6 +322,14 @@ class Child:
         except OSError:
             return ""
 
+    def prune(self) -> None:
+        """Tell the running job to stop: its next :func:`sweep.report` raises Pruned (from any
+        thread; a job that has ended meanwhile ignores it)."""
+        try:
+            protocol.send(self._req_w, Prune(self.jobs_run))
+        except OSError:  # the child is gone
+            pass
+
     def log_from(self, offset: int, most: int = 4 << 20) -> tuple[int, bytes]:
         """(where it starts, bytes) of what the current job printed from byte ``offset`` on, at
         most ``most`` bytes (the log file holds all of a running job's output)."""
@@ -466,6 +474,8 @@ class Child:
             record.status, record.outputs = "done", reply.outputs
         elif isinstance(reply, JobFailed):
             record.error, record.output_tail = reply.error, self.log_tail()
+        if reply.pruned:
+            record.status, record.error = "pruned", record.error or "the search pruned this trial"
         return True
 
     def _record_death(self, record: PointRecord) -> None:

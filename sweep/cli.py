@@ -310,7 +310,7 @@ def _attach(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"sweep attach: detached; the sweep goes on (`sweep attach {output}` again)", file=sys.stderr)
         return EXIT_INTERRUPTED
-    return EXIT_OK if final["done"] == sum(final.values()) else EXIT_INCOMPLETE
+    return EXIT_OK if _finished(final) == sum(final.values()) else EXIT_INCOMPLETE
 
 
 def _cancel(args: argparse.Namespace) -> int:
@@ -442,7 +442,14 @@ def _announcer(s: Any, quiet: bool) -> Any:
 
 def _exit_code(ds: Any, total: int) -> int:
     status = Counter(ds["status"].values.ravel().astype(str))
-    return EXIT_OK if status["done"] == total else EXIT_INCOMPLETE
+    return EXIT_OK if _finished(status) == total else EXIT_INCOMPLETE
+
+
+def _finished(counts: Counter[str]) -> int:
+    """Points ended for good: done, or pruned by a search."""
+    from sweep.protocol import FINISHED
+
+    return sum(counts[s] for s in FINISHED)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -493,7 +500,7 @@ def _status(args: argparse.Namespace) -> int:
     running = _running(Path(args.output))
     counts["running"] = len(running)
     counts["pending"] -= len(running)  # the store holds them as pending until they end
-    for name in ("done", *NOT_DONE, "running", "pending"):
+    for name in ("done", "pruned", *NOT_DONE, "running", "pending"):
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")
     _print_running(ds, running)
@@ -514,7 +521,7 @@ def _status(args: argparse.Namespace) -> int:
         from sweep import provenance
 
         print(provenance.render(dict(ds.attrs)))
-    return EXIT_OK if counts["done"] == total else EXIT_INCOMPLETE
+    return EXIT_OK if _finished(counts) == total else EXIT_INCOMPLETE
 
 
 def _running(output: Path) -> list[dict[str, Any]]:

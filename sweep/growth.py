@@ -53,8 +53,10 @@ def _keyed(ids: Iterable[str]) -> list[tuple[str, int]]:
 def compare(group: Any, attrs: dict[str, Any], space: Space) -> Growth | None:
     """How the store's points map onto ``space``; None when the layouts can't be matched
     (another kind of space, or other dims: a different sweep, not a grown one)."""
-    if attrs.get("sweep_space") != space.kind or json.loads(attrs.get("sweep_dims", "[]")) != list(
-        space.dims
+    if (
+        attrs.get("sweep_space") != space.kind
+        or json.loads(attrs.get("sweep_dims", "[]")) != list(space.dims)
+        or attrs.get("sweep_space_settings", "") != space.settings
     ):
         return None
     old_ids = np.asarray(group["point_id"][...], dtype=object).ravel()

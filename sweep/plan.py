@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,9 +79,11 @@ def budget(recipe: Recipe) -> int:
     return r.thread_budget or thread_budget(r.threads)
 
 
-def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]], run: str = "") -> Iterator[PointTask]:
-    """The tasks for the given point indices, in the space's order, made as they are taken."""
-    wanted = set(todo)
+def task_maker(
+    loaded: LoadedRecipe, run: str = ""
+) -> Callable[[tuple[int, ...], Mapping[str, Any]], PointTask]:
+    """A function making the task of the point at an index with the given swept parameters
+    (the recipe's fixed parameters, resources, limits and child settings added)."""
     recipe = loaded.recipe
     r, fixed = recipe.resources, recipe.params.fixed
     allowed = budget(recipe)
@@ -92,23 +94,32 @@ def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]], run: str = "") 
         stall=r.stall,
         log_bytes=recipe.child.log_bytes,
     )
-    common = dict(
-        sweep=loaded.name,
-        job=loaded.job,
-        threads=r.threads,
-        limits=limits,
-        retries=r.retries,
-        thread_budget=allowed,
-        config=child_config(recipe),
-        max_jobs=recipe.child.max_jobs,
-        max_rss=recipe.child.max_rss,
-        run=run,
-    )
-    return (
-        PointTask(index=p.index, kwargs={**fixed, **p.params}, **common)  # type: ignore[arg-type]
-        for p in loaded.space.points()
-        if p.index in wanted
-    )
+    config = child_config(recipe)
+
+    def make(index: tuple[int, ...], params: Mapping[str, Any]) -> PointTask:
+        return PointTask(
+            sweep=loaded.name,
+            index=index,
+            job=loaded.job,
+            kwargs={**fixed, **params},
+            threads=r.threads,
+            limits=limits,
+            retries=r.retries,
+            thread_budget=allowed,
+            config=config,
+            max_jobs=recipe.child.max_jobs,
+            max_rss=recipe.child.max_rss,
+            run=run,
+        )
+
+    return make
+
+
+def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]], run: str = "") -> Iterator[PointTask]:
+    """The tasks for the given point indices, in the space's order, made as they are taken."""
+    wanted = set(todo)
+    make = task_maker(loaded, run)
+    return (make(p.index, p.params) for p in loaded.space.points() if p.index in wanted)
 
 
 def task_key(task: PointTask, names: Iterable[str], token: str) -> str:

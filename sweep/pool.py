@@ -38,7 +38,7 @@ from sweep.child import Child, ChildConfig, ChildDied
 from sweep.jobqueue import batch_job_id
 from sweep.logs import log_to_stderr
 from sweep.plan import PointTask
-from sweep.protocol import LogChunk, PointRecord
+from sweep.protocol import FINISHED, LogChunk, PointRecord
 
 log = logging.getLogger(__name__)
 LEASE_POLL_S = 0.2  # how often a waiting lease looks again for cores other processes freed
@@ -144,6 +144,16 @@ class CorePool(WorkerPlugin):
             log.info("stopping child pid %d of cancelled run %s", child.pid, owner)
             child.stop()
         return len(doomed)
+
+    def prune(self, owner: str, point: tuple[int, ...]) -> bool:
+        """Tell the job running ``point`` of run ``owner`` here to stop at its next report;
+        whether it runs here."""
+        for who, at, child in list(self._busy.values()):
+            if who == owner and at == point:
+                log.info("pruning point %s (child pid %d)", point, child.pid)
+                child.prune()
+                return True
+        return False
 
     def ended(
         self, owner: str, point: tuple[int, ...], attempt: int, child: Child, record: PointRecord
@@ -268,7 +278,7 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
         )
         reports.extend(record.reports)
         logs.extend(record.logs)
-        if record.status == "done":
+        if record.status in FINISHED:
             break
     record = replace(
         record,
@@ -290,6 +300,12 @@ def stop_run(run: str, dask_worker: Any = None) -> int:
     from now on (``client.run(stop_run, run)``: Dask's cancel does not stop a running task)."""
     pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
     return 0 if pool is None else pool.stop(run)
+
+
+def prune_point(run: str, point: tuple[int, ...], dask_worker: Any = None) -> bool:
+    """``client.run(prune_point, run, point)``: :meth:`CorePool.prune` on each worker."""
+    pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
+    return pool is not None and pool.prune(run, point)
 
 
 def log_chunk(

@@ -59,7 +59,8 @@ class SweepProgress:
     def describe(self) -> str:
         bad = self.not_done
         done, pending = self.counts["done"], max(0, self.pending)
-        return f"done {done}  failed {bad}  running {self.running}  pending {pending}"
+        pruned = f"pruned {self.counts['pruned']}  " if self.counts["pruned"] else ""
+        return f"done {done}  {pruned}failed {bad}  running {self.running}  pending {pending}"
 
     def __enter__(self) -> SweepProgress:
         if self.live:
@@ -103,6 +104,7 @@ class SweepProgress:
         return {
             "total": self.total,
             "done": self.counts["done"],
+            "pruned": self.counts["pruned"],
             "failed": bad,
             "running": self.running,
             "pending": max(0, self.pending),

@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from sweep.job import JobRef
     from sweep.outputs import Output
 
-Status = Literal["pending", "done", "failed", "timeout", "killed", "stalled"]
+Status = Literal["pending", "done", "failed", "timeout", "killed", "stalled", "pruned"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 NOT_DONE: tuple[Status, ...] = ("failed", "timeout", "killed", "stalled")
+FINISHED: tuple[Status, ...] = ("done", "pruned")  # ended for good: a search stopped a pruned trial
 
 _HEADER = struct.Struct(">Q")
 
@@ -45,6 +46,14 @@ class RunJob:
 @dataclass(frozen=True)
 class Exit:
     """Leave the request loop and exit 0."""
+
+
+@dataclass(frozen=True)
+class Prune:
+    """Sent while job number ``job`` (1 = the child's first) runs: its next :func:`sweep.report`
+    raises :class:`sweep.Pruned`. One that arrives after that job ended is ignored."""
+
+    job: int
 
 
 # -- child -> parent ----------------------------------------------------------------------
@@ -87,18 +96,21 @@ class JobDone:
     outputs: dict[str, Output]
     metrics: Metrics
     unrestorable: tuple[str, ...] = ()
+    pruned: bool = False  # it was told to stop (Prune) and returned anyway
 
 
 @dataclass(frozen=True)
 class JobFailed:
-    """The job raised (``error`` is the traceback), or its outputs could not be sent back."""
+    """The job raised (``error`` is the traceback), or its outputs could not be sent back;
+    ``pruned``: it was told to stop (Prune) and ended by raising."""
 
     error: str
     metrics: Metrics
     unrestorable: tuple[str, ...] = ()
+    pruned: bool = False
 
 
-Request = RunJob | Exit
+Request = RunJob | Exit | Prune
 Reply = Ready | Report | JobDone | JobFailed
 
 

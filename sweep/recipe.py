@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sweep.errors import SweepError, SweepWarning
 from sweep.job import JobError, JobRef, callable_ref, check_signature, job_parameters, parse_job
+from sweep.search import SearchSpec
 from sweep.space import SPACES, Space, SpaceError, build_space
 
 
@@ -177,13 +178,16 @@ Options = dict[str, Any]
 
 
 class Params(_Model):
-    """Exactly one space (grid, zip, list, random, lhs) and optional fixed parameters."""
+    """Exactly one space (grid, zip, list, random, lhs, search) and optional fixed parameters;
+    ``prune`` goes with a search only."""
 
     grid: AxisValues | None = None
     zip: AxisValues | None = None
     list: PointList | None = None
     random: Options | None = None
     lhs: Options | None = None
+    search: Options | None = None
+    prune: Options | None = None
     fixed: Options = {}
 
     @model_validator(mode="after")
@@ -191,6 +195,8 @@ class Params(_Model):
         given = [k for k in SPACES if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one of {list(SPACES)}, got {given or 'none'}")
+        if self.prune is not None and self.search is None:
+            raise ValueError("prune stops trials of a search: give params.search too, or drop params.prune")
         return self
 
     @property
@@ -315,6 +321,12 @@ class LoadedRecipe:
             self.space: Space = build_space(p.space_kind, getattr(p, p.space_kind))
         except SpaceError as exc:
             raise RecipeError(f"{source}: {exc}") from None
+        self.search: SearchSpec | None = None
+        if p.search is not None:
+            try:
+                self.search = SearchSpec.of(p.search, p.prune)
+            except SpaceError as exc:
+                raise RecipeError(f"{source}: {exc}") from None
         clash = sorted(set(self.space.names) & set(p.fixed))
         if clash:
             raise RecipeError(

@@ -23,25 +23,30 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from distributed import Client, as_completed
 
-from sweep import driver, events, limits, plan, provenance
+from sweep import driver, events, limits, plan, provenance, search
 from sweep.child import multipliers
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
-from sweep.pool import CorePool, stop_run
+from sweep.pool import CorePool, prune_point, stop_run
 from sweep.progress import SweepProgress, summary_table
+from sweep.protocol import PointRecord
 from sweep.recipe import LoadedRecipe, Recipe, RecipeError, load_yaml, safe_name
 from sweep.results import open_results
+from sweep.space import Trials
 from sweep.store import Store, StoreFull
 from sweep.window import Window
 from sweep.writer import ResultWriter
 
 RUNNING_EVERY_S = 2.0  # how often a running sweep tells `sweep status` its running points
+REFILL_EVERY_S = 2.0  # how often the window is topped up besides when points finish
+SEARCH_QUEUE = 2  # a search's trials in flight beyond the cluster's job slots
 
 
 class Sweep:
@@ -84,6 +89,8 @@ class Sweep:
         self._cancel = threading.Event()
         self._fatal: str | None = None  # why the cluster can't go on (set from another thread)
         self._store_ready = threading.Event()  # set once run() has opened the store
+        self._search: search.Study | None = None  # a search's study while it runs
+        self._search_stopped: str | None = None  # why a search stopped early
 
     @classmethod
     def from_store(cls, output: str | os.PathLike, overrides: list[str] | None = None) -> Sweep:
@@ -180,6 +187,7 @@ class Sweep:
         """
         t0 = time.monotonic()
         self.stats = {"points_run": 0, "store_s": 0.0}
+        self._search_stopped = None
         self._cancel = cancel or threading.Event()
         k = self.recipe.resources.threads
         if client is None:
@@ -192,6 +200,8 @@ class Sweep:
         # user's `ulimit -u`, even zarr's I/O threads could not be started any more.
         with Store.open(self.output, self.loaded, force=force, keep_done=keep_done) as store:
             self._store_ready.set()
+            if force and self.loaded.search is not None:
+                search.journal_path(self.output).unlink(missing_ok=True)  # the study starts over too
             todo = store.todo(only_failed)
             if store.growth is not None:
                 self.stats.update(kept=store.growth.kept, new=store.growth.new)
@@ -209,6 +219,8 @@ class Sweep:
                         raise SubmissionError(self._fatal)
                 elif todo and client is not None:
                     self._run_on(client, store, todo, progress, on_start)
+                if self._search_stopped is not None:
+                    raise search.SearchStopped(self._search_stopped)
                 state = "cancelled" if self._cancel.is_set() else "finished"
             except StoreFull as exc:
                 saved = int((store.statuses() == "done").sum())
@@ -278,17 +290,75 @@ class Sweep:
         topic = events.topic(self.loaded.name)
         client.log_event(topic, events.to_msg(plan.announcement(self.loaded, todo)))
         total = len(self.loaded.space)
+        token = uuid.uuid4().hex[:6]
+        study = self._study(store, todo, token)
         with SweepProgress(total, total - len(todo), enabled=progress) as bar:
             self.progress = bar
-            client.subscribe_topic(topic, lambda event: bar.on_event(events.from_msg(event[1])))
-            token = uuid.uuid4().hex[:6]
-            tasks = plan.tasks(self.loaded, todo, run=token)
-            window = Window(client, tasks, len(todo), self.loaded.space.names, token)
+
+            def on_event(message: Any) -> None:
+                event = events.from_msg(message[1])
+                bar.on_event(event)
+                if study is not None and isinstance(event, events.PointReported):
+                    study.heard(event.index, event.step, event.values)
+
+            client.subscribe_topic(topic, on_event)
+            threads = self.recipe.resources.threads
+            if study is None:
+                tasks = plan.tasks(self.loaded, todo, run=token)
+                window = Window(client, tasks, len(todo), self.loaded.space.names, token, threads=threads)
+            else:
+                tasks = study.tasks(todo, plan.task_maker(self.loaded, token), store.set_params)
+                window = Window(
+                    client,
+                    tasks,
+                    len(todo),
+                    self.loaded.space.names,
+                    token,
+                    threads=threads,
+                    queue=SEARCH_QUEUE,
+                )
             driver.publish(self.output, run=token)
             try:
                 self._collect(client, window, ResultWriter(store, bar.points_written))
             finally:
                 client.unsubscribe_topic(topic)
+
+    def _study(self, store: Store, todo: set[tuple[int, ...]], token: str) -> search.Study | None:
+        """The search's study (resumed from its journal), for a search; None otherwise."""
+        spec = self.loaded.search
+        if spec is None:
+            return None
+        space = cast(Trials, self.loaded.space)
+        self._search = search.Study(spec, space.axes, self.output, self.loaded.name)
+        return self._search
+
+    def _told(self, client: Client, window: Window, records: list[PointRecord]) -> list[PointRecord]:
+        """Tell the study how its trials ended; a trial without its objective fails, and when no
+        trial has given one yet the sweep stops (its objective is likely misnamed)."""
+        study = self._search
+        if study is None:
+            return records
+        out = []
+        for r in records:
+            try:
+                study.tell(r.index, r.status, r.outputs, r.reports)
+            except search.ObjectiveMissing as exc:
+                r = replace(r, status="failed", error=str(exc))
+                if not study.completed():
+                    self._search_stopped = f"trial {r.index[0]} failed, so the search stopped: {exc}"
+                    self._cancel.set()
+            out.append(r)
+        return out
+
+    def _prune(self, client: Client, window: Window) -> None:
+        """Tell the jobs of the trials the pruner stopped (their next report raises Pruned)."""
+        if self._search is None:
+            return
+        for slot in self._search.decide():
+            try:
+                client.run(prune_point, window.token, slot)
+            except Exception as exc:  # a worker gone meanwhile: the trial ends anyway
+                logging.getLogger(__name__).info("pruning trial %s: %s", slot, exc)
 
     @staticmethod
     def _stop(client: Client, window: Window) -> None:
@@ -303,9 +373,14 @@ class Sweep:
         """Submit points through ``window`` and write results as they finish (batched), until
         all are done or the sweep is cancelled."""
         done = as_completed(window.fill(), with_results=True, raise_errors=False)
-        published = 0.0
+        published = filled = time.monotonic()
         try:
             while not done.is_empty():
+                self._prune(client, window)
+                if time.monotonic() - filled >= REFILL_EVERY_S:  # workers may have joined
+                    for future in window.fill():
+                        done.add(future)
+                    filled = time.monotonic()
                 if self.progress is not None and time.monotonic() - published >= RUNNING_EVERY_S:
                     driver.publish(
                         self.output,
@@ -318,7 +393,7 @@ class Sweep:
                     break
                 batch = done.next_batch(block=False)
                 for future, result in batch:
-                    writer.add(window.finished(future, result))
+                    writer.add(self._told(client, window, window.finished(future, result)))
                 if batch:
                     for future in window.fill():
                         done.add(future)
@@ -367,6 +442,7 @@ class SweepRun:
             return {
                 "total": len(self.sweep),
                 "done": 0,
+                "pruned": 0,
                 "failed": 0,
                 "running": 0,
                 "pending": len(self.sweep),

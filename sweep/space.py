@@ -82,6 +82,7 @@ class Space:
     """Base: subclasses set ``dims``, ``shape``, ``coords`` and implement ``points``."""
 
     kind = ""
+    settings = ""  # what else makes two spaces of the same layout different sweeps (a search's)
     dims: tuple[str, ...]
     shape: tuple[int, ...]
     coords: dict[str, tuple[tuple[str, ...], np.ndarray]]
@@ -242,7 +243,86 @@ class LatinHypercube(Random):
         return qmc.LatinHypercube(d=d, seed=seed).random(n)
 
 
-SPACES = {"grid": Grid, "zip": Zip, "list": Explicit, "random": Random, "lhs": LatinHypercube}
+@dataclass(frozen=True)
+class Choices:
+    """A categorical search axis: one of ``values``."""
+
+    values: tuple[Any, ...]
+
+
+TRIAL_DIM = "trial"
+SEARCH_KEYS = ("sampler", "n_trials", "seed", "axes", "objective", "direction")
+
+
+def _search_axis(where: str, spec: Any) -> Bounds | Choices:
+    """``[low, high]`` or ``{low, high, log, integer}`` (as ``random``); ``{choices: [...]}``, or
+    a list that is not two numbers (``[adam, sgd]``, ``[1, 2, 4]``), is categorical."""
+    if isinstance(spec, Mapping) and "choices" in spec:
+        if set(spec) != {"choices"}:
+            raise SpaceError(f"{where}: a categorical axis is {{choices: [a, b, ...]}} and nothing else")
+        spec = spec["choices"]
+    elif not isinstance(spec, Sequence) or isinstance(spec, str) or _two_numbers(spec):
+        return _bounds(where, spec)
+    values = _axis_values(where, spec)
+    if len(values) < 2:
+        raise SpaceError(f"{where}: give at least two choices")
+    return Choices(tuple(_python(v) for v in values))
+
+
+def _two_numbers(spec: Sequence[Any]) -> bool:
+    return len(spec) == 2 and all(isinstance(v, int | float) and not isinstance(v, bool) for v in spec)
+
+
+class Trials(Space):
+    """The ``n_trials`` trials of a search (``params.search``) along a ``trial`` dim.
+
+    A trial's parameters are chosen by the search's sampler when it starts
+    (:mod:`sweep.search`), so they are coordinates on ``trial`` that read NaN (or "" for a
+    categorical axis of strings) until then. A point's parameters here are its trial number.
+    """
+
+    kind = "search"
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        where = "params.search"
+        unknown = sorted(set(spec) - set(SEARCH_KEYS))
+        if unknown:
+            raise SpaceError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(SEARCH_KEYS)}")
+        n = spec.get("n_trials")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise SpaceError(f"{where}.n_trials: give a positive number of trials, got {n!r}")
+        axes = spec.get("axes")
+        if not isinstance(axes, Mapping) or not axes:
+            raise SpaceError(
+                f"{where}.axes: give at least one axis, e.g. {{lr: {{low: 1e-4, high: 0.1, log: true}}}}"
+            )
+        self.axes = {name: _search_axis(f"{where}.axes.{name}", a) for name, a in axes.items()}
+        self.dims, self.shape = (TRIAL_DIM,), (n,)
+        self.coords = {name: ((TRIAL_DIM,), _unset(a, n)) for name, a in self.axes.items()}
+        self.settings = json.dumps(
+            {k: v for k, v in spec.items() if k != "n_trials"}, sort_keys=True, default=str
+        )
+
+    def points(self) -> Iterator[Point]:
+        for i in range(self.shape[0]):
+            yield Point((i,), {TRIAL_DIM: i})
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha1(super().fingerprint().encode())
+        h.update(self.settings.encode())
+        return h.hexdigest()[:16]
+
+
+def _unset(axis: Bounds | Choices, n: int) -> np.ndarray:
+    """A trial axis' coordinate before any trial ran: NaN, or "" for choices of strings."""
+    if isinstance(axis, Choices) and isinstance(axis.values[0], str):
+        return np.full(n, "", dtype=object)
+    return np.full(n, np.nan)
+
+
+SPACES = {
+    "grid": Grid, "zip": Zip, "list": Explicit, "random": Random, "lhs": LatinHypercube, "search": Trials,
+}  # fmt: skip
 
 
 def build_space(kind: str, spec: Any) -> Space:
@@ -259,4 +339,8 @@ def build_space(kind: str, spec: Any) -> Space:
         if not isinstance(spec, Mapping) or set(spec) - {"n", "seed", "axes"} or "n" not in spec:
             raise SpaceError(f"params.{kind}: give {{n: 16, seed: 0, axes: {{x: [0, 1]}}}}")
         return SPACES[kind](spec["n"], int(spec.get("seed", 0)), spec.get("axes") or {})
+    if kind == "search":
+        if not isinstance(spec, Mapping):
+            raise SpaceError("params.search: give {sampler: tpe, n_trials: 50, axes: {...}, objective: NAME}")
+        return Trials(spec)
     raise SpaceError(f"params: unknown space {kind!r}; use one of {sorted(SPACES)}")

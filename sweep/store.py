@@ -34,7 +34,7 @@ import numpy as np
 from sweep import _compat, growth, inputs, integrity, provenance
 from sweep.driver import LOG_NAME, STATE_NAME
 from sweep.errors import SweepError
-from sweep.protocol import NOT_DONE, PointRecord, stored_fields
+from sweep.protocol import FINISHED, NOT_DONE, PointRecord, stored_fields
 from sweep.storelock import HELD_NAME, LOCK_NAME, StoreLock, locked
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
@@ -173,7 +173,7 @@ class Store:
         ``only_failed``).
         """
         statuses = self.statuses()
-        done = statuses == "done"
+        done = np.isin(statuses, FINISHED)
         lost = integrity.lost_points(self.group, self.path, _outputs(self.group), done)
         if lost.any():
             lost_ix = [tuple(int(i) for i in ix) for ix in np.argwhere(lost)]
@@ -273,6 +273,11 @@ class Store:
             folder.mkdir(parents=True)
             for attempt, text in enumerate(r.logs, start=1):
                 (folder / f"{attempt}.txt").write_text(text)
+
+    def set_params(self, index: tuple[int, ...], params: Mapping[str, Any]) -> None:
+        """Write a search trial's parameters as the coordinates of its slot (chosen as it starts)."""
+        for name, value in params.items():
+            self._array(name)[index] = value
 
     def _put(self, name: str, indices: list[tuple[int, ...]], values: list[Any]) -> None:
         """One point-wise write of ``values`` at ``indices`` (one zarr call for the batch)."""
@@ -452,7 +457,9 @@ def _grow(path: Path, loaded: Any, fingerprint: str, g: growth.Growth) -> None:
             coords = {d: np.asarray(old[d][...]) for d in dims[n:] if d in old}
             _create_output(staging, name, tuple(dims[n:]), array.shape[n:], array.dtype, coords)
         new = _open_group(staging, "r+")
-        growth.copy_points(old, new, g, [*RECORD_VARS, *outputs])
+        # a search's parameters are written as its trials start: kept trials keep theirs
+        chosen = list(loaded.space.names) if loaded.space.kind == "search" else []
+        growth.copy_points(old, new, g, [*RECORD_VARS, *outputs, *chosen])
         keep = {k: v for k, v in old.attrs.items() if k not in new.attrs or k == "sweep_created"}
         history = json.loads(old.attrs.get("sweep_history", "[]"))
         entry = {
@@ -590,6 +597,7 @@ def _build(path: Path, loaded: Any, fingerprint: str) -> None:
         sweep_recipe=loaded.effective_text,
         sweep_job=loaded.job.label,
         sweep_space=space.kind,
+        sweep_space_settings=space.settings,
         sweep_dims=json.dumps(list(dims)),
         sweep_points=len(space),
         sweep_fingerprint=fingerprint,

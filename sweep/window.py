@@ -51,9 +51,22 @@ class Window:
     """Feeds ``tasks`` to ``client`` a bounded number at a time; see the module docstring."""
 
     def __init__(
-        self, client: Client, tasks: Iterator[PointTask], left: int, names: Sequence[str], token: str
+        self,
+        client: Client,
+        tasks: Iterator[PointTask],
+        left: int,
+        names: Sequence[str],
+        token: str,
+        *,
+        threads: int = 1,
+        queue: int | None = None,
     ) -> None:
+        """``threads``: the cores of each point; ``queue``: when given, at most the cluster's
+        job slots plus ``queue`` points are in flight, one per task, and a task is taken from
+        ``tasks`` only when there is room for it (a search asks each trial as late as it can)."""
         self.client = client
+        self.threads = threads
+        self.queue = queue
         self.tasks = tasks
         self.left = left  # points not yet submitted
         self.names = tuple(names)
@@ -82,14 +95,17 @@ class Window:
     def fill(self) -> list[Future]:
         """Submit tasks until the window is full or no point is left; the new futures."""
         new: list[Future] = []
+        slots = self.slots(self.threads)
+        if self.queue is not None and len(self.in_flight) >= slots + self.queue:
+            return new
         head = self._take()
         if head is None:
             self.left = 0
             return new
-        slots = self.slots(head.threads)
-        room = max(MIN_IN_FLIGHT, IN_FLIGHT_PER_SLOT * slots) - len(self.in_flight)
+        most = max(MIN_IN_FLIGHT, IN_FLIGHT_PER_SLOT * slots) if self.queue is None else slots + self.queue
+        room = most - len(self.in_flight)
         while head is not None and room > 0:
-            size = chunk_size(self.walls, self.left, slots)
+            size = chunk_size(self.walls, self.left, slots) if self.queue is None else 1
             chunk = [head, *itertools.islice(self.tasks, size - 1)]
             future = self.client.submit(
                 run_points, chunk, key=self._key(chunk), resources={"threads": head.threads}, pure=False

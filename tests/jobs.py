@@ -333,3 +333,21 @@ def ticker(x: int, n: int = 10, every: float = 0.3, folder: str = "") -> dict:
             mark.touch()
             raise RuntimeError("the first attempt fails")
     return {"value": float(x)}
+
+
+def descend(lr: float, steps: int = 30, every: float = 0.05, catch: bool = False) -> dict:
+    """A toy optimisation: loss = (1 - lr)^2 + 1/(step + 1), reported every step; with ``catch``
+    it catches sweep.Pruned, prints that it cleans up, and returns."""
+    import sweep
+
+    loss = float("inf")
+    try:
+        for step in range(steps):
+            loss = (1.0 - lr) ** 2 + 1.0 / (step + 1)
+            sweep.report(step=step, loss=loss)
+            time.sleep(every)
+    except sweep.Pruned:
+        if not catch:
+            raise
+        print("pruned: cleaning up", flush=True)
+    return {"loss": loss}

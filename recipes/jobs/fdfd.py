@@ -77,8 +77,12 @@ def optimize(
     eps_max: float = 6.0,
     n: int = 240,
     n_design: int = 80,
+    report_every: int = 0,
 ):
-    """Optimise the stack for one (wavelength, beta, seed); returns objective and design."""
+    """Optimise the stack for one (wavelength, beta, seed); returns objective and design.
+
+    With ``report_every`` > 0 the objective is sent with ``sweep.report`` every that many
+    steps (a search's pruner watches it)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -93,6 +97,10 @@ def optimize(
     for t in range(1, steps + 1):
         latent, m, v, value = step(latent, m, v, t, k0, beta, eps_max, reference, lr)
         history.append(value)
+        if report_every and t % report_every == 0:
+            import sweep
+
+            sweep.report(step=t, objective=float(value))
     eps = permittivity(latent, beta, eps_max)[(n - n_design) // 2 :][:n_design]
     history = np.asarray(jax.block_until_ready(jnp.stack(history)))
     return {

@@ -1,0 +1,362 @@
+"""Adaptive search (``params.search``) with early stopping (``params.prune``), by Optuna.
+
+A search is a sweep whose points are the ``n_trials`` slots of a ``trial`` dim
+(:class:`sweep.space.Trials`). Optuna chooses each trial's parameters and decides which
+trials to stop, through its ask/tell interface; nothing here samples or prunes by itself:
+
+* :class:`SearchSpec` is the validated recipe part (sampler, seed, objectives, directions,
+  pruner), checked before anything runs.
+* :class:`Study` drives one run of the search. Whenever the sweep has room for another point
+  (:class:`sweep.window.Window`: the slots of the cluster plus a small queue), it asks the
+  study for a trial, writes its parameters as the slot's coordinates and submits it; each
+  :func:`sweep.report` of a running trial is passed to ``trial.report`` and, when the pruner
+  says stop, the trial's job is told (:func:`sweep.pool.prune_point`): its next report raises
+  :class:`sweep.Pruned` and the point ends as ``pruned`` in a child that stays warm. Each
+  finished point is told to the study: the objective's value (a job output, else the last
+  reported value of that name), ``PRUNED`` or ``FAIL``.
+* The study is kept in an Optuna journal file next to the store (``<output>.optuna.journal``,
+  ``optuna-dashboard`` opens it), so a killed sweep resumes the same study: a trial left
+  ``RUNNING`` by a driver that died is told ``FAIL`` and its slot asks again with the same
+  parameters (the slot of each trial is its user attribute ``sweep_slot``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweep.errors import SweepError
+from sweep.space import Bounds, Choices, SpaceError
+
+log = logging.getLogger(__name__)
+
+SAMPLERS = {
+    "tpe": "TPESampler",
+    "cmaes": "CmaEsSampler",
+    "gp": "GPSampler",
+    "qmc": "QMCSampler",
+    "random": "RandomSampler",
+    "nsga2": "NSGAIISampler",
+}
+SINGLE_OBJECTIVE = ("cmaes",)  # samplers that can't take several objectives
+NEEDS = {"cmaes": "cmaes", "gp": "torch"}  # samplers that need another package
+PRUNERS = {
+    "asha": "SuccessiveHalvingPruner",
+    "median": "MedianPruner",
+    "hyperband": "HyperbandPruner",
+    "none": "",
+}
+# each pruner's options (the keyword arguments of its Optuna class; tests pin them)
+PRUNER_OPTIONS = {
+    "asha": ("min_resource", "reduction_factor", "min_early_stopping_rate", "bootstrap_count"),
+    "median": ("n_startup_trials", "n_warmup_steps", "interval_steps", "n_min_trials"),
+    "hyperband": ("min_resource", "max_resource", "reduction_factor", "bootstrap_count"),
+    "none": (),
+}
+DIRECTIONS = ("minimize", "maximize")
+JOURNAL_SUFFIX = ".optuna.journal"
+SLOT_ATTR = "sweep_slot"
+
+
+def _names(where: str, value: Any, what: str) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(v, str) and v for v in items):
+        raise SpaceError(f"{where}: give {what} as a name or a list of names")
+    return tuple(items)
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """The search and pruning settings of a recipe, validated (axes are the space's)."""
+
+    sampler: str
+    seed: int | None
+    objectives: tuple[str, ...]
+    directions: tuple[str, ...]
+    prune: str = "none"
+    metric: str = ""
+    prune_options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, search: Mapping[str, Any], prune: Mapping[str, Any] | None) -> SearchSpec:
+        """Validate ``params.search`` (its axes and n_trials are the space's) and ``params.prune``;
+        SpaceError naming the key and the choices."""
+        where = "params.search"
+        if importlib.util.find_spec("optuna") is None:
+            raise SpaceError(f"{where}: searching needs Optuna: pip install 'sweep[search]'")
+        sampler = str(search.get("sampler", "tpe"))
+        if sampler not in SAMPLERS:
+            raise SpaceError(
+                f"{where}.sampler: unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}"
+            )
+        needed = NEEDS.get(sampler)
+        if needed and importlib.util.find_spec(needed) is None:
+            raise SpaceError(
+                f"{where}.sampler: {sampler} needs the {needed!r} package (pip install {needed}); "
+                "install it or choose another sampler"
+            )
+        if "objective" not in search:
+            raise SpaceError(f"{where}.objective: name the job output (or sweep.report key) to optimise")
+        objectives = _names(f"{where}.objective", search["objective"], "the objective")
+        directions = _names(f"{where}.direction", search.get("direction", "minimize"), "the direction")
+        for d in directions:
+            if d not in DIRECTIONS:
+                raise SpaceError(
+                    f"{where}.direction: unknown direction {d!r}; choose one of {', '.join(DIRECTIONS)}"
+                )
+        if len(directions) == 1 and len(objectives) > 1:
+            directions = directions * len(objectives)
+        if len(directions) != len(objectives):
+            raise SpaceError(
+                f"{where}.direction: {len(directions)} directions for {len(objectives)} objectives; "
+                "give one each"
+            )
+        if len(objectives) > 1 and sampler in SINGLE_OBJECTIVE:
+            raise SpaceError(
+                f"{where}.sampler: {sampler} optimises one objective; use tpe, nsga2, gp or random"
+            )
+        seed = search.get("seed")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise SpaceError(f"{where}.seed: give an integer, got {seed!r}")
+        spec = cls(sampler, seed, objectives, directions)
+        return spec if prune is None else spec._with_prune(prune)
+
+    def _with_prune(self, prune: Mapping[str, Any]) -> SearchSpec:
+        where = "params.prune"
+        kind = str(prune.get("kind", "none"))
+        if kind not in PRUNERS:
+            raise SpaceError(f"{where}.kind: unknown pruner {kind!r}; choose one of {', '.join(PRUNERS)}")
+        options = {k: v for k, v in prune.items() if k not in ("kind", "metric")}
+        unknown = sorted(set(options) - set(PRUNER_OPTIONS[kind]))
+        if unknown:
+            allowed = ", ".join(PRUNER_OPTIONS[kind]) or "none"
+            raise SpaceError(f"{where}: unknown option(s) {unknown} for kind {kind}; allowed: {allowed}")
+        metric = prune.get("metric", "")
+        if kind != "none":
+            if not isinstance(metric, str) or not metric:
+                raise SpaceError(f"{where}.metric: name the sweep.report key the pruner watches")
+            if len(self.objectives) > 1:
+                raise SpaceError(f"{where}: Optuna prunes single-objective searches only; drop params.prune")
+            try:
+                _pruner(kind, options)
+            except (TypeError, ValueError) as exc:
+                raise SpaceError(f"{where}: {exc}") from None
+        return SearchSpec(self.sampler, self.seed, self.objectives, self.directions, kind, metric, options)
+
+    @property
+    def prunes(self) -> bool:
+        return self.prune != "none"
+
+
+def _pruner(kind: str, options: Mapping[str, Any]) -> Any:
+    import optuna
+
+    name = PRUNERS[kind]
+    return getattr(optuna.pruners, name)(**options) if name else optuna.pruners.NopPruner()
+
+
+def _sampler(spec: SearchSpec) -> Any:
+    import optuna
+
+    cls = getattr(optuna.samplers, SAMPLERS[spec.sampler])
+    return cls(seed=spec.seed)
+
+
+def journal_path(output: Path) -> Path:
+    """Where the study of the store at ``output`` is kept: next to it."""
+    return output.with_name(output.name + JOURNAL_SUFFIX)
+
+
+def distributions(axes: Mapping[str, Bounds | Choices]) -> dict[str, Any]:
+    """The Optuna distribution of each search axis."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    out: dict[str, Any] = {}
+    for name, axis in axes.items():
+        if isinstance(axis, Choices):
+            out[name] = CategoricalDistribution(axis.values)
+        elif axis.integer:  # Bounds keeps high + 1 for its own floor() sampling
+            out[name] = IntDistribution(int(axis.low), int(axis.high) - 1, log=axis.log)
+        else:
+            out[name] = FloatDistribution(axis.low, axis.high, log=axis.log)
+    return out
+
+
+class SearchStopped(SweepError):
+    """A search stopped early: its first trial to finish gave no value for the objective."""
+
+    exit_code = 1
+
+
+class ObjectiveMissing(RuntimeError):
+    """A finished trial has no value for an objective: neither an output nor a report key."""
+
+
+class Study:
+    """One run of a search over the Optuna study kept next to the store; see the module docstring.
+
+    Used from the driver's thread only, except :meth:`heard`, which the client's event
+    handler calls with each report.
+    """
+
+    def __init__(
+        self, spec: SearchSpec, axes: Mapping[str, Bounds | Choices], output: Path, name: str
+    ) -> None:
+        import optuna
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.spec = spec
+        self.path = journal_path(output)
+        storage = JournalStorage(JournalFileBackend(str(self.path)))
+        kwargs: dict[str, Any] = (
+            {"direction": spec.directions[0]}
+            if len(spec.directions) == 1
+            else {"directions": list(spec.directions)}
+        )
+        self.study = optuna.create_study(
+            storage=storage,
+            study_name=name,
+            sampler=_sampler(spec),
+            pruner=_pruner(spec.prune, spec.prune_options),
+            load_if_exists=True,
+            **kwargs,
+        )
+        self.distributions = distributions(axes)
+        self.trials: dict[tuple[int, ...], Any] = {}  # slot -> its running optuna Trial
+        self.told = 0  # trials told COMPLETE in this run
+        self._heard: deque[tuple[tuple[int, ...], int | None, dict[str, float]]] = deque()
+        self._steps: dict[tuple[int, ...], int] = {}
+        self.pruned: set[tuple[int, ...]] = set()
+
+    # -- asking ---------------------------------------------------------------------------
+    def resume(self, slots: Iterable[tuple[int, ...]]) -> dict[tuple[int, ...], dict[str, Any]]:
+        """Trials of ``slots`` left RUNNING by a driver that died are told FAIL; the parameters
+        each of those slots will ask again with."""
+        from optuna.trial import TrialState
+
+        wanted = {int(s[0]) for s in slots}
+        again: dict[tuple[int, ...], dict[str, Any]] = {}
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+            slot = t.user_attrs.get(SLOT_ATTR)
+            if slot in wanted:
+                self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+                if t.params:
+                    again[(slot,)] = dict(t.params)
+        if again:
+            log.info(
+                "%s: %d trial(s) a stopped run left running are failed and asked again", self.path, len(again)
+            )
+        return again
+
+    def ask(self, slot: tuple[int, ...], params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A new trial for ``slot`` (with ``params``, when given: a trial asked again); its parameters."""
+        if params is not None:
+            self.study.enqueue_trial(params, skip_if_exists=False)
+        trial = self.study.ask(self.distributions)
+        trial.set_user_attr(SLOT_ATTR, int(slot[0]))
+        self.trials[slot] = trial
+        return dict(trial.params)
+
+    def tasks(
+        self,
+        slots: Iterable[tuple[int, ...]],
+        make: Callable[[tuple[int, ...], dict[str, Any]], Any],
+        wrote: Callable[[tuple[int, ...], dict[str, Any]], None],
+    ) -> Iterator[Any]:
+        """For each slot, in order, as they are taken: a trial asked of the study, ``wrote``
+        called with its parameters, and the task ``make`` builds for them."""
+        todo = sorted(slots)
+        again = self.resume(todo)
+        for slot in todo:
+            params = self.ask(slot, again.get(slot))
+            wrote(slot, params)
+            yield make(slot, params)
+
+    # -- reports and pruning ----------------------------------------------------------------
+    def heard(self, index: tuple[int, ...], step: int | None, values: Mapping[str, float]) -> None:
+        """A report of a running trial (from the client's event thread): kept for :meth:`decide`."""
+        if self.spec.prunes and self.spec.metric in values:
+            self._heard.append((index, step, dict(values)))
+
+    def decide(self) -> list[tuple[int, ...]]:
+        """Pass the reports heard since the last call to their trials; the slots the pruner
+        says to stop now (each once)."""
+        stop: list[tuple[int, ...]] = []
+        while self._heard:
+            slot, step, values = self._heard.popleft()
+            trial = self.trials.get(slot)
+            if trial is None or slot in self.pruned:
+                continue
+            value = values[self.spec.metric]
+            if step is None:
+                step = self._steps.get(slot, -1) + 1
+            if step <= self._steps.get(slot, -1) or not math.isfinite(value):
+                continue
+            self._steps[slot] = step
+            trial.report(value, step)
+            if trial.should_prune():
+                self.pruned.add(slot)
+                stop.append(slot)
+        return stop
+
+    def completed(self) -> bool:
+        """Whether any trial of the study (this run's or an earlier one's) has completed."""
+        from optuna.trial import TrialState
+
+        return bool(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+    # -- telling --------------------------------------------------------------------------------
+    def tell(
+        self, slot: tuple[int, ...], status: str, outputs: Mapping[str, Any], reports: list[dict]
+    ) -> None:
+        """Tell the study how the trial of ``slot`` ended. ObjectiveMissing (the trial told
+        FAIL) when it is done but has no value for an objective."""
+        from optuna.trial import TrialState
+
+        trial = self.trials.pop(slot, None)
+        self._steps.pop(slot, None)
+        if trial is None:
+            return
+        if status == "pruned":
+            self.study.tell(trial, state=TrialState.PRUNED)
+            return
+        if status != "done":
+            self.study.tell(trial, state=TrialState.FAIL)
+            return
+        try:
+            values = [objective_value(name, outputs, reports) for name in self.spec.objectives]
+        except ObjectiveMissing:
+            self.study.tell(trial, state=TrialState.FAIL)
+            raise
+        self.study.tell(trial, values if len(values) > 1 else values[0])
+        self.told += 1
+
+
+def objective_value(name: str, outputs: Mapping[str, Any], reports: list[dict]) -> float:
+    """The value of objective ``name``: the job's scalar output of that name, else its last
+    report of that key."""
+    import numpy as np
+
+    if name in outputs:
+        values = np.asarray(outputs[name].values)
+        if values.size != 1:
+            raise ObjectiveMissing(
+                f"objective {name!r} is an output of shape {values.shape}; it must be a scalar"
+            )
+        return float(values.ravel()[0])
+    for row in reversed(reports):
+        if name in row:
+            return float(row[name])
+    keys = sorted({k for r in reports for k in r} - {"step", "time", "attempt"})
+    raise ObjectiveMissing(
+        f"objective {name!r} is neither an output of the job (it returned {sorted(outputs) or 'none'}) nor "
+        f"a sweep.report key (reported: {keys or 'none'}); fix params.search.objective"
+    )

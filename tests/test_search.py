@@ -1,0 +1,221 @@
+"""Adaptive search with pruning (sweep/search.py): Optuna asks and tells, real local clusters."""
+
+import inspect
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+import yaml
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+
+from sweep import Pruned, RecipeError, Sweep, open_results
+from sweep.child import Child
+from sweep.job import parse_job
+from sweep.search import PRUNER_OPTIONS, PRUNERS, SAMPLERS, SearchStopped, journal_path
+from tests.conftest import JOBS, ROOT
+
+
+def search(n_trials=10, prune=True, objective="loss", **extra):
+    params = {
+        "search": {
+            "sampler": "tpe",
+            "n_trials": n_trials,
+            "seed": 3,
+            "axes": {"lr": [0.0, 2.0]},
+            "objective": objective,
+        },
+        "fixed": {"steps": 20, "every": 0.03},
+    }
+    params["search"].update(extra)
+    if prune:
+        params["prune"] = {"kind": "median", "metric": "loss", "n_startup_trials": 3}
+    return params
+
+
+def study_of(out):
+    storage = JournalStorage(JournalFileBackend(str(journal_path(out))))
+    (summary,) = optuna.get_all_study_summaries(storage)
+    return optuna.load_study(study_name=summary.study_name, storage=storage)
+
+
+def test_a_search_asks_tells_and_prunes_in_warm_children(client, out):
+    ds = Sweep(f"{JOBS}:descend", search(12), output=out).run(client=client, progress=False)
+    status = ds["status"].values.tolist()
+    assert set(status) <= {"done", "pruned"} and "pruned" in status and "done" in status
+    assert not ds["lr"].isnull().any()  # every trial's parameter is its coordinate
+    study = study_of(out)
+    by_slot = {t.user_attrs["sweep_slot"]: t for t in study.trials}
+    assert sorted(by_slot) == list(range(12)) and len(study.trials) == 12
+    for i, st in enumerate(status):
+        t = by_slot[i]
+        assert t.params["lr"] == pytest.approx(float(ds["lr"][i]))
+        if st == "done":
+            assert t.state == TrialState.COMPLETE and t.value == pytest.approx(float(ds["loss"][i]))
+        else:  # pruned: stopped at a report before its last step, its history kept
+            reports = json.loads(str(ds["reports"].values[i]))
+            assert t.state == TrialState.PRUNED and 0 < len(reports) < 20
+            assert "pruned" in str(ds["error"].values[i])
+    # the child of a pruned trial ran later trials: pruning does not cost a new `import jax`
+    pruned_pids = {int(ds["pid"][i]) for i, st in enumerate(status) if st == "pruned"}
+    first_pruned = min(i for i, st in enumerate(status) if st == "pruned")
+    later = {int(ds["pid"][i]) for i in range(first_pruned + 1, 12)}
+    assert pruned_pids & later
+
+
+def test_a_job_may_catch_pruned_to_clean_up(client, out):
+    params = search(8)
+    params["fixed"]["catch"] = True
+    ds = Sweep(f"{JOBS}:descend", params, output=out).run(client=client, progress=False)
+    pruned = ds["status"] == "pruned"
+    assert pruned.any() and not ds["loss"].where(pruned).dropna("trial").isnull().any()  # it returned
+
+
+def test_the_child_takes_a_prune_only_for_the_job_running():
+    child = Child([0])
+    try:
+        job = parse_job(f"{JOBS}:descend", ROOT)
+        heard = []
+
+        def on_report(r):
+            heard.append(r)
+            if len(heard) == 3:
+                child.prune()
+
+        record = child.run(job, {"lr": 0.5, "every": 0.02}, on_report=on_report)
+        # the report that carried the word back, or the next one, raised
+        assert record.status == "pruned" and len(record.reports) in (3, 4)
+        child.prune()  # arrives after its job ended: the next job ignores it
+        again = child.run(job, {"lr": 0.5, "steps": 5, "every": 0.0})
+        assert again.status == "done" and again.pid == record.pid
+    finally:
+        child.close()
+
+
+def test_pruned_is_exported_and_is_an_exception():
+    assert issubclass(Pruned, Exception)
+
+
+def test_pruner_options_are_optunas():
+    for kind, name in PRUNERS.items():
+        if name:
+            params = inspect.signature(getattr(optuna.pruners, name)).parameters
+            assert set(PRUNER_OPTIONS[kind]) == set(params), kind
+    for name in SAMPLERS.values():
+        assert hasattr(optuna.samplers, name)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"search": {"sampler": "bayes"}},
+            "unknown sampler 'bayes'; choose one of tpe, cmaes, gp, qmc, random, nsga2",
+        ),
+        ({"search": {"direction": "down"}}, "unknown direction 'down'; choose one of minimize, maximize"),
+        (
+            {"prune": {"kind": "asha2", "metric": "loss"}},
+            "unknown pruner 'asha2'; choose one of asha, median, hyperband, none",
+        ),
+        (
+            {"prune": {"kind": "asha", "metric": "loss", "patience": 3}},
+            "unknown option(s) ['patience'] for kind asha",
+        ),
+        ({"prune": {"kind": "median"}}, "params.prune.metric: name the sweep.report key"),
+        ({"search": {"objective": ["a", "b"], "sampler": "cmaes"}}, "cmaes optimises one objective"),
+        ({"search": {"axes": {"lr": {"low": 1, "hi": 2}}}}, "params.search.axes.lr"),
+        ({"search": {"n_trials": 0}}, "params.search.n_trials: give a positive number"),
+    ],
+)
+def test_bad_search_settings_are_named(out, change, message):
+    params = search(4)
+    for key, value in change.items():
+        params[key] = {**params[key], **value} if key == "search" else value
+    with pytest.raises(RecipeError, match=re.escape(message)):
+        Sweep(f"{JOBS}:descend", params, output=out)
+
+
+def test_bad_sampler_exits_2_on_the_command_line(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    params = search(4)
+    params["search"]["sampler"] = "bayes"
+    recipe.write_text(
+        yaml.safe_dump({"job": f"{JOBS}:descend", "params": params, "output": str(tmp_path / "o.zarr")})
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "validate", str(recipe)], capture_output=True, text=True
+    )
+    assert (
+        proc.returncode == 2 and "choose one of tpe, cmaes" in proc.stderr and "Traceback" not in proc.stderr
+    )
+
+
+def test_a_misnamed_objective_fails_the_first_trial_and_stops_the_search(client, out):
+    s = Sweep(f"{JOBS}:descend", search(20, prune=False, objective="los"), output=out)
+    with pytest.raises(
+        SearchStopped, match=r"objective 'los' is neither an output of the job \(it returned \['loss'\]\)"
+    ):
+        s.run(client=client, progress=False)
+    status = open_results(out)["status"].values.tolist()
+    assert status.count("failed") >= 1 and status.count("pending") >= 12  # it did not run 20 failing trials
+
+
+def test_a_search_grows_keeping_its_trials(client, out):
+    Sweep(f"{JOBS}:descend", search(4, prune=False), output=out).run(client=client, progress=False)
+    before = open_results(out)
+    s = Sweep(f"{JOBS}:descend", search(7, prune=False), output=out)
+    ds = s.run(client=client, progress=False)
+    assert s.stats["kept"] == 4 and s.stats["new"] == 3
+    assert (ds["status"] == "done").all()
+    assert ds["lr"][:4].values.tolist() == before["lr"].values.tolist()
+    assert len(study_of(out).trials) == 7
+
+
+def test_another_search_on_the_same_store_is_refused(client, out):
+    Sweep(f"{JOBS}:descend", search(3, prune=False), output=out).run(client=client, progress=False)
+    with pytest.raises(Exception, match="another sweep|different"):
+        Sweep(f"{JOBS}:descend", search(3, prune=False, sampler="random"), output=out).run(
+            client=client, progress=False
+        )
+
+
+@pytest.mark.slow
+def test_a_killed_search_resumes_the_same_study(tmp_path):
+    """SIGKILL the driver mid-search; a rerun finishes every slot without duplicating
+    trials: those left running are told FAIL and asked again with the same parameters."""
+    out = tmp_path / "out.zarr"
+    params = search(8, prune=False)
+    params["fixed"] = {"steps": 40, "every": 0.05}
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"job": f"{JOBS}:descend", "params": params, "output": str(out)}))
+    cli = [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"]
+    assert subprocess.run([*cli, "--detach"], cwd=ROOT, capture_output=True, timeout=300).returncode == 0
+    pid = json.loads((out / ".sweep-driver.json").read_text())["pid"]
+    deadline = time.monotonic() + 120
+    while (open_results(out)["status"] == "done").sum() < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    running = {
+        t.user_attrs["sweep_slot"]: t.params for t in study_of(out).trials if t.state == TrialState.RUNNING
+    }
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(1)
+    assert running
+    rerun = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    ds = open_results(out)
+    assert (ds["status"] == "done").all()
+    trials = study_of(out).trials
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert sorted(t.user_attrs["sweep_slot"] for t in complete) == list(range(8))  # one per slot
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert sorted(t.user_attrs["sweep_slot"] for t in failed) == sorted(running)
+    for slot, p in running.items():  # asked again with the same parameters
+        assert float(ds["lr"][slot]) == pytest.approx(p["lr"])
