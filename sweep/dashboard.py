@@ -7,7 +7,9 @@ sweeps through Dask's structured events (:mod:`sweep.events`): the client announ
 points, workers announce each start, each :func:`sweep.report` and each end. The page itself
 is ``sweep/templates/sweep.html``.
 For a sweep over a two-axis grid the page also draws a heatmap of each point's latest
-reported objective (its first reported value).
+reported objective (its first reported value). For a search it draws the best objective so
+far against the trials, and the reported curve (the pruner's metric, else the first
+objective, against the step) of each trial, the running ones in colour.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sweep import _compat, events
 
 NAME = "sweep-dashboard"
 KEEP_SWEEPS = 20
+CURVE_POINTS = 400  # a trial's curve keeps its last this many reports
 PAGE = "templates/sweep.html"  # package data
 
 
@@ -69,6 +72,17 @@ class SweepPage(SchedulerPlugin):
         elif isinstance(event, events.PointReported):
             point["latest"] = event.latest
             point["reports"] = point.get("reports", 0) + 1
+            search = sweep.get("search") or {}
+            metric = search.get("metric") or (search.get("objectives") or [""])[0]
+            if metric in event.values:
+                curve = point.setdefault("curve", [])
+                curve.append([event.step if event.step is not None else len(curve), event.values[metric]])
+                del curve[:-CURVE_POINTS]
+        elif isinstance(event, events.TrialTold):
+            point.update(params=event.params, trial=event.state, values=list(event.values))
+            ended = {"complete": "done", "pruned": "pruned", "fail": "failed"}.get(event.state)
+            if ended and point.get("status") in (None, "queued", "running", "done"):
+                point["status"] = ended
         else:
             point.update({k: v for k, v in asdict(event).items() if k != "index"})
 

@@ -10,7 +10,7 @@ with :func:`from_msg`. Dask carries plain mappings, so each event is sent as
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from sweep.protocol import PointRecord, Report, Status
@@ -38,6 +38,7 @@ class SweepAnnounced:
     total: int
     job: str
     points: list[dict[str, Any]]  # {"index": [...], "params": {...}, "status": "queued" | "done"}
+    search: dict[str, Any] = field(default_factory=dict)  # a search's objectives, directions, metric
 
 
 @dataclass(frozen=True)
@@ -91,19 +92,32 @@ class PointEnded:
 
 
 @dataclass(frozen=True)
+class TrialTold:
+    """The client's word on a search trial: its parameters once asked (``state`` "running",
+    ``values`` empty), then how the study was told it ended (complete, pruned or fail) with its
+    objective values."""
+
+    index: tuple[int, ...]
+    params: dict[str, Any]
+    state: str
+    values: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
 class PointsEnded:
     """The ends of a chunk of short points run by one task (one event instead of one each)."""
 
     ends: tuple[PointEnded, ...]
 
 
-Event = SweepAnnounced | PointStarted | PointReported | PointEnded | PointsEnded
+Event = SweepAnnounced | PointStarted | PointReported | PointEnded | PointsEnded | TrialTold
 _KINDS: dict[str, type] = {
     "sweep": SweepAnnounced,
     "start": PointStarted,
     "report": PointReported,
     "end": PointEnded,
     "ends": PointsEnded,
+    "trial": TrialTold,
 }
 _KIND_OF = {cls: kind for kind, cls in _KINDS.items()}
 
@@ -125,7 +139,7 @@ def from_msg(msg: Any) -> Event | None:
         return PointsEnded(tuple(e for e in ends if isinstance(e, PointEnded)))
     known = {f.name for f in fields(cls)}
     values = {k: v for k, v in msg.items() if k in known}
-    for name in ("index", "cores"):
+    for name in ("index", "cores", "values") if cls is TrialTold else ("index", "cores"):
         if name in values:
             values[name] = tuple(values[name])
     return cls(**values)

@@ -144,4 +144,10 @@ def announcement(loaded: LoadedRecipe, todo: set[tuple[int, ...]]) -> SweepAnnou
         if len(space) <= ANNOUNCED_POINTS
     ]
     coords = {d: space.coords[d][1].tolist() for d in space.dims if d in space.coords}
-    return SweepAnnounced(space.kind, list(space.dims), coords, len(space), loaded.job.label, points)
+    s = loaded.search
+    search = (
+        {}
+        if s is None
+        else {"objectives": list(s.objectives), "directions": list(s.directions), "metric": s.metric}
+    )
+    return SweepAnnounced(space.kind, list(space.dims), coords, len(space), loaded.job.label, points, search)

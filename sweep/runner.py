@@ -307,7 +307,14 @@ class Sweep:
                 tasks = plan.tasks(self.loaded, todo, run=token)
                 window = Window(client, tasks, len(todo), self.loaded.space.names, token, threads=threads)
             else:
-                tasks = study.tasks(todo, plan.task_maker(self.loaded, token), store.set_params)
+                for told in study.history():
+                    client.log_event(topic, events.to_msg(told))
+
+                def asked(slot: tuple[int, ...], params: dict[str, Any]) -> None:
+                    store.set_params(slot, params)
+                    client.log_event(topic, events.to_msg(events.TrialTold(slot, params, "running")))
+
+                tasks = study.tasks(todo, plan.task_maker(self.loaded, token), asked)
                 window = Window(
                     client,
                     tasks,
@@ -341,7 +348,9 @@ class Sweep:
         out = []
         for r in records:
             try:
-                study.tell(r.index, r.status, r.outputs, r.reports)
+                told = study.tell(r.index, r.status, r.outputs, r.reports)
+                if told is not None:
+                    client.log_event(events.topic(self.loaded.name), events.to_msg(told))
             except search.ObjectiveMissing as exc:
                 r = replace(r, status="failed", error=str(exc))
                 if not study.completed():

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import SweepError
+from sweep.events import TrialTold
 from sweep.space import Bounds, Choices, SpaceError
 
 log = logging.getLogger(__name__)
@@ -316,21 +317,23 @@ class Study:
     # -- telling --------------------------------------------------------------------------------
     def tell(
         self, slot: tuple[int, ...], status: str, outputs: Mapping[str, Any], reports: list[dict]
-    ) -> None:
-        """Tell the study how the trial of ``slot`` ended. ObjectiveMissing (the trial told
-        FAIL) when it is done but has no value for an objective."""
+    ) -> TrialTold | None:
+        """Tell the study how the trial of ``slot`` ended; what was told (None for a slot with
+        no trial running). ObjectiveMissing (the trial told FAIL) when it is done but has no
+        value for an objective."""
         from optuna.trial import TrialState
 
         trial = self.trials.pop(slot, None)
         self._steps.pop(slot, None)
         if trial is None:
-            return
+            return None
+        params = dict(trial.params)
         if status == "pruned":
             self.study.tell(trial, state=TrialState.PRUNED)
-            return
+            return TrialTold(slot, params, "pruned")
         if status != "done":
             self.study.tell(trial, state=TrialState.FAIL)
-            return
+            return TrialTold(slot, params, "fail")
         try:
             values = [objective_value(name, outputs, reports) for name in self.spec.objectives]
         except ObjectiveMissing:
@@ -338,6 +341,18 @@ class Study:
             raise
         self.study.tell(trial, values if len(values) > 1 else values[0])
         self.told += 1
+        return TrialTold(slot, params, "complete", tuple(values))
+
+    def history(self) -> list[TrialTold]:
+        """The trials of the study that ended, by slot (for a page that joins a resumed search)."""
+        from optuna.trial import TrialState
+
+        states = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialState.FAIL: "fail"}
+        return [
+            TrialTold((int(t.user_attrs[SLOT_ATTR]),), dict(t.params), states[t.state], tuple(t.values or ()))
+            for t in self.study.get_trials(deepcopy=False, states=tuple(states))
+            if SLOT_ATTR in t.user_attrs
+        ]
 
 
 def objective_value(name: str, outputs: Mapping[str, Any], reports: list[dict]) -> float:

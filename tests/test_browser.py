@@ -68,3 +68,36 @@ def test_dashboard_and_sweep_page_render_a_running_sweep(client, tmp_path):
     finally:
         run.cancel()
     assert (ARTIFACTS / "sweep-page.png").stat().st_size > 10_000
+
+
+def test_the_sweep_page_of_a_search_draws_best_so_far_and_running_curves(client, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    s = Sweep(
+        f"{JOBS}:descend",
+        {
+            "search": {"sampler": "tpe", "n_trials": 40, "seed": 0, "axes": {"lr": [0.0, 2.0]}, "objective": "loss"},
+            "prune": {"kind": "median", "metric": "loss", "n_startup_trials": 3},
+            "fixed": {"steps": 30, "every": 0.1},
+        },
+        name="browsersearch",
+        output=tmp_path / "s.zarr",
+    )
+    run = s.start(client=client, progress=False)
+    base = client.dashboard_link.rsplit("/", 1)[0]
+    try:
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{base}/sweep")
+            page.wait_for_selector("text=browsersearch", timeout=30_000)
+            # two trials done: the best-so-far line; trials running: their curves in colour
+            wait_for(lambda: page.locator("svg#best polyline").count() == 1, timeout=90)
+            wait_for(lambda: page.locator("svg#best circle").count() >= 2, timeout=90)
+            wait_for(lambda: page.locator("svg#curves polyline.running-curve").count() >= 1, timeout=60)
+            text = page.inner_text("#sweeps")
+            page.screenshot(path=str(ARTIFACTS / "sweep-search-page.png"), full_page=True)
+            browser.close()
+        assert "best loss so far (min)" in text and "40 points" in text and "lr" in text
+    finally:
+        run.cancel()
