@@ -76,7 +76,13 @@ def test_the_sweep_page_of_a_search_draws_best_so_far_and_running_curves(client,
     s = Sweep(
         f"{JOBS}:descend",
         {
-            "search": {"sampler": "tpe", "n_trials": 40, "seed": 0, "axes": {"lr": [0.0, 2.0]}, "objective": "loss"},
+            "search": {
+                "sampler": "tpe",
+                "n_trials": 40,
+                "seed": 0,
+                "axes": {"lr": [0.0, 2.0]},
+                "objective": "loss",
+            },
             "prune": {"kind": "median", "metric": "loss", "n_startup_trials": 3},
             "fixed": {"steps": 30, "every": 0.1},
         },
