@@ -32,9 +32,8 @@ def report_history(ds: Any) -> Any:
         text = str(ds["reports"].values[index] or "")
         if not text:
             continue
-        where = {d: ds[d].values[i] for d, i in zip(status.dims, index) if d in ds.coords}
-        if "point" in status.dims:
-            where.update({c: ds[c].values[index] for c in ds.coords if ds[c].dims == status.dims})
+        where = {d: ds[d].values[i] for d, i in zip(status.dims, index)}  # trial: its number
+        where.update({c: ds[c].values[index] for c in ds.coords if ds[c].dims == status.dims})
         where["point_id"] = ds["point_id"].values[index]
         rows.extend({**where, **r} for r in json.loads(text))
     return pd.DataFrame(rows)

@@ -40,3 +40,7 @@ def test_quickstart_notebook_runs(tmp_path, monkeypatch):
 @pytest.mark.skipif(importlib.util.find_spec("invrs_gym") is None, reason="needs the photonics extra")
 def test_photonics_notebook_runs(tmp_path, monkeypatch):
     execute("photonics.ipynb", tmp_path, monkeypatch)
+
+
+def test_search_notebook_runs(tmp_path, monkeypatch):
+    execute("search.ipynb", tmp_path, monkeypatch)
