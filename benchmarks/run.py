@@ -25,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import jobs  # noqa: E402  (benchmarks/jobs.py)
+from adaptive import bench_search  # noqa: E402  (benchmarks/adaptive.py)
 from distributed import Client, LocalCluster  # noqa: E402
 
 from sweep import Sweep  # noqa: E402
@@ -288,6 +289,21 @@ def table(results: dict) -> str:
             f"({s['growth']:.1f}x for {s['points'] / s['small_points']:.0f}x the points) "
             "| <= 120 s, RSS <= 1 GB |"
         )
+    a = results.get("search")
+    if a:
+        ray = (
+            f"; Ray Tune (OptunaSearch + ASHA) {a['ray_wall_s']:.1f} s, best {a['ray_best']:.1f}, "
+            f"peak threads {a['ray_peak_threads']:.0f} a trial process"
+            if a["runs"]["ray"]
+            else "; Ray Tune not run (needs root, unshare, ip)"
+        )
+        lines.append(
+            f"| search, {a['n_trials']} trials of the cavity | TPE + ASHA reaches random search's best with "
+            f"**{100 * a['cpu_to_random_best_ratio']:.0f}%** of its CPU-seconds; sweep TPE + ASHA "
+            f"{a['tpe_asha_wall_s']:.1f} s, best {a['tpe_asha_best']:.1f}, "
+            f"{a['tpe_asha_pruned']:.0f} pruned, peak threads {a['tpe_asha_peak_threads']:.0f}{ray} "
+            "| <= 40%; no slower than Ray, fewer threads |"
+        )
     return "\n".join(lines)
 
 
@@ -295,7 +311,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="fewer jobs and points (a smoke run)")
-    p.add_argument("--only", nargs="*", default=None, help="threads compile_heavy efficiency overhead scale")
+    p.add_argument(
+        "--only", nargs="*", default=None, help="threads compile_heavy efficiency overhead scale search"
+    )
     p.add_argument("--json", type=Path, default=HERE / "results.json")
     p.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -303,7 +321,7 @@ def main() -> int:
         scale_child(args.scale_child)
         return 0
     quick = args.quick
-    wanted = set(args.only or ["threads", "compile_heavy", "efficiency", "overhead", "scale"])
+    wanted = set(args.only or ["threads", "compile_heavy", "efficiency", "overhead", "scale", "search"])
     results: dict = {
         "machine": {"cpus": CORES, "platform": platform.platform(), "python": platform.python_version()},
         "repeat": args.repeat,
@@ -319,6 +337,8 @@ def main() -> int:
         results["overhead"] = bench_overhead(args.repeat, 200 if quick else 1000)
     if "scale" in wanted:
         results["scale"] = bench_scale(10_000 if quick else 100_000, 1 if quick else args.repeat)
+    if "search" in wanted:
+        results["search"] = bench_search(args.repeat, 12 if quick else 40)
     print(table(results))
     args.json.write_text(json.dumps(results, indent=2))
     print(f"wrote {args.json}")

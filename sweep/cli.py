@@ -466,6 +466,12 @@ def _validate(args: argparse.Namespace) -> int:
     )
     print(f"  cluster   {r.cluster.kind}")
     print(f"  output    {s.output}")
+    if s.loaded.search is not None:
+        from sweep.search import describe
+
+        for line in describe(s.loaded.search, space):
+            print(f"  {line}")
+        return EXIT_OK
     for i, p in enumerate(s.points()):
         if i == 20 and not args.all:
             print(f"  ... {len(space) - 20} more (--all lists them)")

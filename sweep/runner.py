@@ -200,8 +200,8 @@ class Sweep:
         # user's `ulimit -u`, even zarr's I/O threads could not be started any more.
         with Store.open(self.output, self.loaded, force=force, keep_done=keep_done) as store:
             self._store_ready.set()
-            if force and self.loaded.search is not None:
-                search.journal_path(self.output).unlink(missing_ok=True)  # the study starts over too
+            if store.created and self.loaded.search is not None:
+                search.journal_path(self.output).unlink(missing_ok=True)  # a study of an earlier store
             todo = store.todo(only_failed)
             if store.growth is not None:
                 self.stats.update(kept=store.growth.kept, new=store.growth.new)

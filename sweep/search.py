@@ -155,6 +155,28 @@ class SearchSpec:
         return self.prune != "none"
 
 
+def describe(spec: SearchSpec, space: Any) -> list[str]:
+    """What ``sweep validate`` says of a search: sampler, trials, objectives, axes, pruner."""
+    goal = ", ".join(f"{d} {o}" for o, d in zip(spec.objectives, spec.directions))
+    axes = []
+    for name, axis in space.axes.items():
+        if isinstance(axis, Choices):
+            axes.append(f"{name} one of {list(axis.values)}")
+        else:
+            high = axis.high - 1 if axis.integer else axis.high
+            kind = " log" if axis.log else ""
+            axes.append(f"{name} in [{axis.low:g}, {high:g}]{kind}{' integer' if axis.integer else ''}")
+    prune = (
+        f"{spec.prune} on {spec.metric} {dict(spec.prune_options) or ''}".rstrip() if spec.prunes else "none"
+    )
+    return [
+        f"search    {spec.sampler}, {len(space)} trials, seed {spec.seed}: {goal}",
+        f"axes      {'; '.join(axes)}",
+        f"prune     {prune}",
+        "trials    asked of the sampler as the search runs (along dim trial)",
+    ]
+
+
 def _pruner(kind: str, options: Mapping[str, Any]) -> Any:
     import optuna
 

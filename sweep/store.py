@@ -100,6 +100,7 @@ class Store:
         }
         self._coords: dict[str, np.ndarray | None] = {}
         self.growth: growth.Growth | None = None  # set when open() grew the store to a new space
+        self.created = False  # set when open() made the store (new, or cleared by force)
         self._ids: np.ndarray | None = None  # point ids, read when first needed
 
     # -- opening ------------------------------------------------------------------------
@@ -139,9 +140,11 @@ class Store:
                     changes = _changed_inputs(path, attrs, now, force=force, keep_done=keep_done)
                     if grown is not None:
                         _grow(path, loaded, fingerprint, grown)
-            if not (path / "zarr.json").exists():
+            created = not (path / "zarr.json").exists()
+            if created:
                 _create(path, loaded, fingerprint)
             store = cls(path, lock)
+            store.created = created
             store.growth = grown
             store._record_inputs(loaded, now, changes)
             return store

@@ -95,7 +95,7 @@ def test_the_sweep_page_of_a_search_draws_best_so_far_and_running_curves(client,
         with playwright.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{base}/sweep")
+            wait_for(lambda: page.goto(f"{base}/sweep").ok, timeout=60)  # once the sweep added its page
             page.wait_for_selector("text=browsersearch", timeout=30_000)
             # two trials done: the best-so-far line; trials running: their curves in colour
             wait_for(lambda: page.locator("svg#best polyline").count() == 1, timeout=90)

@@ -219,3 +219,49 @@ def test_a_killed_search_resumes_the_same_study(tmp_path):
     assert sorted(t.user_attrs["sweep_slot"] for t in failed) == sorted(running)
     for slot, p in running.items():  # asked again with the same parameters
         assert float(ds["lr"][slot]) == pytest.approx(p["lr"])
+
+
+def test_validate_prints_sampler_axes_and_pruner(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        yaml.safe_dump({"job": f"{JOBS}:descend", "params": search(6), "output": str(tmp_path / "o.zarr")})
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "validate", str(recipe)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "search    tpe, 6 trials, seed 3: minimize loss" in proc.stdout
+    assert "axes      lr in [0, 2]" in proc.stdout and "prune     median on loss" in proc.stdout
+    assert "{'trial': 0}" not in proc.stdout
+
+
+def test_search_axes_categorical_and_integer_reach_the_job(client, out):
+    from sweep.space import Choices, Trials
+
+    space = Trials(
+        {"n_trials": 3, "axes": {"a": ["x", "y"], "b": [1, 2, 4], "c": {"choices": [0.5, 1.5]}, "d": [0, 1]}}
+    )
+    assert space.axes["a"] == Choices(("x", "y")) and space.axes["b"] == Choices((1, 2, 4))
+    assert space.axes["c"] == Choices((0.5, 1.5)) and not isinstance(space.axes["d"], Choices)
+    params = {
+        "search": {"sampler": "random", "n_trials": 6, "seed": 0, "objective": "value",
+                   "axes": {"x": {"low": 1, "high": 5, "integer": True}, "y": {"choices": ["a", "b"]}}},
+    }  # fmt: skip
+    ds = Sweep(f"{JOBS}:chatty", params, output=out).run(client=client, progress=False)
+    assert (ds["status"] == "done").all()
+    assert set(ds["x"].values.tolist()) <= {1, 2, 3, 4, 5} and set(ds["y"].values.tolist()) <= {"a", "b"}
+    assert (ds["value"] == ds["x"]).all()  # chatty returns x: the integer reached the job
+
+
+def test_a_new_store_never_reuses_a_study_left_next_to_it(client, out):
+    """A store made afresh (first run, or cleared by --force) starts a new study even when a
+    journal of an earlier store is next to it; a plain rerun resumes the study."""
+    Sweep(f"{JOBS}:descend", search(3, prune=False), output=out).run(client=client, progress=False)
+    import shutil
+
+    shutil.rmtree(out)  # the store deleted by hand, its journal left behind
+    Sweep(f"{JOBS}:descend", search(3, prune=False), output=out).run(client=client, progress=False)
+    assert len(study_of(out).trials) == 3
+    again = Sweep(f"{JOBS}:descend", search(3, prune=False), output=out)
+    again.run(client=client, progress=False, force=True)  # nothing changed: nothing to clear
+    assert len(study_of(out).trials) == 3

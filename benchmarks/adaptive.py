@@ -1,0 +1,241 @@
+"""Adaptive search side by side: TPE + ASHA against random search, and against Ray Tune.
+
+    .venv/bin/python benchmarks/run.py --only search [--repeat 3] [--quick]
+
+The job is the quickstart cavity (``recipes/jobs/fdfd.py:optimize``) with its design settings
+searched as continuous axes (``beta``, ``lr``, ``eps_max``) and its objective reported every
+``REPORT_EVERY`` steps. Each repeat uses its own seed, the same for every contender.
+
+* ``sweep`` TPE + ASHA and ``sweep`` random search (no pruning), same ``n_trials``: the
+  CPU-seconds each spends until it first reaches the random search's best objective (trials
+  in the order they ended; a trial's CPU time is its child's, pruned trials included).
+* Ray Tune (``OptunaSearch`` + ``ASHAScheduler``, the same budget and ``CORES`` concurrent
+  one-CPU trials): wall time, best final objective, and the most OS threads a trial's process
+  held (read from /proc at each report), against sweep's TPE + ASHA run's wall, best and
+  ``peak_threads``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from distributed import Client
+
+from sweep import Sweep
+from sweep.cluster import local_cluster, local_cores
+
+CORES = local_cores()
+FDFD = Path(__file__).resolve().parent.parent / "recipes" / "jobs" / "fdfd.py"
+STEPS = 120
+REPORT_EVERY = 10
+FIXED = {
+    "wavelength": 1.0,
+    "seed": 0,
+    "steps": STEPS,
+    "n": 480,
+    "n_design": 160,
+    "report_every": REPORT_EVERY,
+}
+AXES = {"beta": [1.0, 16.0], "lr": {"low": 0.01, "high": 0.5, "log": True}, "eps_max": [2.0, 12.0]}
+ASHA = {"min_resource": 60, "reduction_factor": 2}  # see benchmarks/README.md: early values mislead
+
+
+def run_sweep_search(sampler: str, prune: bool, n_trials: int, seed: int) -> dict[str, Any]:
+    """One search on a fresh local cluster: its trials (end time, CPU s, objective, status),
+    wall time (run only) and the most threads a trial's child held."""
+    params: dict[str, Any] = {
+        "search": {
+            "sampler": sampler,
+            "n_trials": n_trials,
+            "seed": seed,
+            "axes": AXES,
+            "objective": "objective",
+            "direction": "maximize",
+        },
+        "fixed": FIXED,
+    }
+    if prune:
+        params["prune"] = {"kind": "asha", "metric": "objective", **ASHA}
+    with (
+        local_cluster(dashboard="127.0.0.1:0") as c,
+        Client(c) as client,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        s = Sweep(f"{FDFD}:optimize", params, name=f"bench-{sampler}", output=f"{tmp}/s.zarr")
+        t0 = time.perf_counter()
+        ds = s.run(client=client, progress=False)
+        wall = time.perf_counter() - t0
+    status = ds["status"].values.astype(str)
+    assert set(status) <= {"done", "pruned"}, ds["error"].values
+    trials = sorted(
+        (
+            float(ds["finished"].values[i].astype("float64")),
+            float(ds["cpu_s"][i]),
+            float(ds["objective"][i]),
+            st,
+        )
+        for i, st in enumerate(status)
+    )
+    done = [t[2] for t in trials if t[3] == "done"]
+    return {
+        "wall_s": wall,
+        "trials": trials,
+        "best": max(done),
+        "peak_threads": int(ds["peak_threads"].max()),
+        "pruned": int((status == "pruned").sum()),
+        "cpu_s": sum(t[1] for t in trials),
+    }
+
+
+def cpu_until(trials: list[tuple[float, float, float, str]], target: float) -> float:
+    """CPU-seconds spent, trials in the order they ended, until a done trial reached ``target``
+    (inf when none did)."""
+    spent = 0.0
+    for _, cpu, objective, status in trials:
+        spent += cpu
+        if status == "done" and objective >= target:
+            return spent
+    return math.inf
+
+
+def _trainable(config: dict[str, Any]) -> None:
+    """A Ray Tune trial: the same job, its reports going to ``tune.report``."""
+    import sys
+
+    from ray import tune
+
+    import sweep
+
+    sys.path.insert(0, str(FDFD.parent))
+    import fdfd  # type: ignore[import-not-found]
+
+    def threads() -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+
+    def report(step: int | None = None, **values: float) -> None:
+        tune.report({**values, "step": step or 0, "threads": threads()})
+
+    sweep.report = report  # type: ignore[assignment]  # the job reports through sweep.report
+    fdfd.optimize(**FIXED, **config)  # its report at the last step is the final objective
+
+
+def run_ray(n_trials: int, seed: int) -> dict[str, Any] | None:
+    """One Ray Tune search in a process of its own, in a network namespace with only a loopback
+    interface (Ray refuses 127.0.0.1 as a node address and its servers would listen on every
+    interface otherwise); None when that can't be made (needs root and ``unshare``, ``ip``)."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        return None
+    script = f"ip link set lo up && exec {sys.executable} {Path(__file__).resolve()} --ray {n_trials} {seed}"
+    proc = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the Ray Tune run failed:\n{proc.stderr[-3000:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def ray_search(n_trials: int, seed: int) -> dict[str, Any]:
+    """One Ray Tune search (OptunaSearch + ASHAScheduler) with the same budget on this machine's
+    cores, without Ray's dashboard; wall of ``Tuner.fit`` only."""
+    import ray
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ray.init(
+            num_cpus=CORES,
+            include_dashboard=False,
+            log_to_driver=False,
+            _temp_dir=f"{tmp}/ray",
+            runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parent)}},
+        )
+        try:
+            tuner = tune.Tuner(
+                tune.with_resources(_trainable, {"cpu": 1}),
+                param_space={
+                    "beta": tune.uniform(1.0, 16.0),
+                    "lr": tune.loguniform(0.01, 0.5),
+                    "eps_max": tune.uniform(2.0, 12.0),
+                },
+                tune_config=tune.TuneConfig(
+                    metric="objective",
+                    mode="max",
+                    num_samples=n_trials,
+                    max_concurrent_trials=CORES,
+                    search_alg=OptunaSearch(seed=seed),
+                    scheduler=ASHAScheduler(
+                        time_attr="step",
+                        max_t=STEPS,
+                        grace_period=ASHA["min_resource"],
+                        reduction_factor=ASHA["reduction_factor"],
+                    ),  # fmt: skip
+                ),
+                run_config=tune.RunConfig(storage_path=f"{tmp}/results", verbose=0),
+            )
+            t0 = time.perf_counter()
+            grid = tuner.fit()
+            wall = time.perf_counter() - t0
+            finals, threads, pruned = [], 0, 0
+            for result in grid:
+                if result.error is not None:
+                    raise RuntimeError(f"a Ray Tune trial failed: {result.error}")
+                frame = result.metrics_dataframe
+                if frame is None or frame.empty:
+                    continue
+                threads = max(threads, int(frame["threads"].max()))
+                ended = frame[frame["step"] >= STEPS]  # ASHA stops a trial at max_t: its last report
+                if len(ended):
+                    finals.append(float(ended["objective"].iloc[0]))
+                else:
+                    pruned += 1
+        finally:
+            ray.shutdown()
+    return {"wall_s": wall, "best": max(finals), "peak_threads": threads, "pruned": pruned}
+
+
+def bench_search(repeat: int, n_trials: int, ray_too: bool = True) -> dict[str, Any]:
+    """Medians over ``repeat`` seeds; see the module docstring."""
+    runs: dict[str, list[dict[str, Any]]] = {"tpe_asha": [], "random": [], "ray": []}
+    ratios = []
+    for seed in range(repeat):
+        tpe = run_sweep_search("tpe", True, n_trials, seed)
+        rnd = run_sweep_search("random", False, n_trials, seed)
+        target = rnd["best"]
+        ratio = cpu_until(tpe["trials"], target) / cpu_until(rnd["trials"], target)
+        ratios.append(ratio)
+        runs["tpe_asha"].append({k: v for k, v in tpe.items() if k != "trials"})
+        runs["random"].append({k: v for k, v in rnd.items() if k != "trials"})
+        ray_run = run_ray(n_trials, seed) if ray_too else None
+        if ray_run is not None:
+            runs["ray"].append(ray_run)
+
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[name]) if runs[name] else math.nan
+
+    out: dict[str, Any] = {
+        "n_trials": n_trials,
+        "cpu_to_random_best_ratio": statistics.median(ratios),
+        "ratios": ratios,
+        "runs": runs,
+    }
+    for name in runs:
+        for key in ("wall_s", "best", "peak_threads", "pruned"):
+            out[f"{name}_{key}"] = med(name, key)
+    for name in ("tpe_asha", "random"):
+        out[f"{name}_cpu_s"] = med(name, "cpu_s")
+    return out
+
+
+if __name__ == "__main__":  # the Ray Tune contender, in its own process (see run_ray)
+    if len(sys.argv) == 4 and sys.argv[1] == "--ray":
+        print(json.dumps(ray_search(int(sys.argv[2]), int(sys.argv[3]))))
