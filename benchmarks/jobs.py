@@ -77,3 +77,47 @@ def matmul_grad(steps: int = 200, n: int = 512) -> dict:
     for _ in range(steps):
         jax.block_until_ready(g(x))
     return {"ms_per_step": (time.perf_counter() - t0) / steps * 1e3}
+
+
+def first_result(seed: int = 0, steps: int = 20) -> dict:
+    """A small JAX job that says where its own time went: importing jax (nothing in a child
+    that imported it already), compiling its jitted step, running it."""
+    import sys
+
+    t0 = time.perf_counter()
+    warm = "jax" in sys.modules
+    import jax
+    import jax.numpy as jnp
+
+    t1 = time.perf_counter()
+
+    @jax.jit
+    def step(x):
+        return jnp.tanh(x @ x.T) * 0.5 + x * 0.5
+
+    x = jax.random.normal(jax.random.PRNGKey(seed), (64, 64))
+    x = step(x).block_until_ready()
+    t2 = time.perf_counter()
+    for _ in range(steps):
+        x = step(x)
+    x.block_until_ready()
+    t3 = time.perf_counter()
+    return {"import_s": t1 - t0, "compile_s": t2 - t1, "run_s": t3 - t2, "jax_was_imported": float(warm)}
+
+
+def call_file(job_file: str, function: str, **kwargs) -> dict:
+    """``function(**kwargs)`` from the file ``job_file`` (imported once per process): how the
+    loky and Parsl baselines run a job that lives in a file, as sweep does."""
+    import importlib.util
+    import sys
+
+    name = "bench_job_" + str(abs(hash(job_file)))
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, job_file)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    result = getattr(module, function)(**kwargs)
+    return {k: v for k, v in result.items() if isinstance(v, float | int)}

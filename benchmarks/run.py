@@ -9,6 +9,7 @@ times, and reports medians and ratios (see benchmarks/README.md for what each on
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -25,8 +26,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import jobs  # noqa: E402  (benchmarks/jobs.py)
+import parsl_htex  # noqa: E402  (benchmarks/parsl_htex.py)
 from adaptive import bench_search  # noqa: E402  (benchmarks/adaptive.py)
 from distributed import Client, LocalCluster  # noqa: E402
+from first_result import bench_first_result  # noqa: E402  (benchmarks/first_result.py)
 
 from sweep import Sweep  # noqa: E402
 from sweep.child import Child, ChildConfig  # noqa: E402
@@ -52,13 +55,13 @@ def median(xs: list[float]) -> float:
 
 
 # -- contenders ------------------------------------------------------------------------------
-def run_sweep(job: str, n: int, fixed: dict, cache: str | None = None) -> float:
+def run_sweep(job: str, n: int, fixed: dict, cache: str | None = None, job_file: Path = JOBS) -> float:
     """Wall of a sweep of n points on a fresh cluster (clock: run only), with a fresh compile
     cache or the given one."""
     with cluster() as c, Client(c) as client, tempfile.TemporaryDirectory() as tmp:
         child = {"compile_cache": cache or f"{tmp}/cache"}
         s = Sweep(
-            f"{JOBS}:{job}",
+            f"{job_file}:{job}",
             {"zip": {"seed": list(range(n))}, "fixed": fixed},
             child=child,
             output=f"{tmp}/o.zarr",
@@ -99,14 +102,31 @@ def run_naive_dask(job: str, n: int, fixed: dict) -> float:
         return time.perf_counter() - t0
 
 
-def run_loky(job: str, n: int, fixed: dict) -> float:
-    """joblib/loky with n_jobs=cores: reused worker processes (a fresh executor per run)."""
+def run_loky(job: str, n: int, fixed: dict, job_file: Path = JOBS, env: dict | None = None) -> float:
+    """joblib/loky with n_jobs=cores: reused worker processes (a fresh executor per run),
+    started with ``env`` added to this process's environment."""
     from joblib import Parallel, delayed
     from joblib.externals.loky import get_reusable_executor
 
     get_reusable_executor().shutdown(wait=True)
-    fn = getattr(jobs, job)
-    return timed(lambda: Parallel(n_jobs=CORES)(delayed(fn)(seed=s, **fixed) for s in range(n)))
+    saved = dict(os.environ)
+    os.environ.update({**(env or {}), "PYTHONPATH": str(HERE)})  # the new workers inherit it
+    try:
+        return timed(
+            lambda: Parallel(n_jobs=CORES)(
+                delayed(jobs.call_file)(str(job_file), job, seed=s, **fixed) for s in range(n)
+            )
+        )
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def run_parsl(job: str, n: int, fixed: dict, job_file: Path = JOBS, env: dict | None = None) -> float:
+    """Parsl HTEX with ``cpu_affinity="block"``, one worker per core (benchmarks/parsl_htex.py);
+    NaN when it can't run here."""
+    wall = parsl_htex.run_parsl(job_file, job, [{"seed": s, **fixed} for s in range(n)], env)
+    return float("nan") if wall is None else wall
 
 
 # -- benchmarks ------------------------------------------------------------------------------
@@ -155,6 +175,7 @@ def bench_compile_heavy(repeat: int, n: int) -> dict:
             "job_array": lambda: run_job_array("compile_heavy", n, {}),
             "naive_dask": lambda: run_naive_dask("compile_heavy", n, {}),
             "loky": lambda: run_loky("compile_heavy", n, {}),
+            "parsl": lambda: run_parsl("compile_heavy", n, {}),
         },
         repeat,
     )
@@ -169,10 +190,11 @@ def bench_efficiency(repeat: int, n: int, steps: int) -> dict:
     finally:
         child.kill()
     ideal = n * single / CORES
-    walls, loky = [], []
+    walls, loky, parsl = [], [], []
     for _ in range(repeat):
         walls.append(run_sweep("fixed_work", n, {"steps": steps}))
         loky.append(run_loky("fixed_work", n, {"steps": steps}))
+        parsl.append(run_parsl("fixed_work", n, {"steps": steps}))
     return {
         "jobs": n,
         "single_core_job_s": single,
@@ -180,9 +202,33 @@ def bench_efficiency(repeat: int, n: int, steps: int) -> dict:
         "efficiency": ideal / median(walls),
         "loky_wall_s": median(loky),
         "loky_efficiency": ideal / median(loky),
+        "parsl_wall_s": median(parsl),
+        "parsl_efficiency": ideal / median(parsl),
         "walls": walls,
         "loky_walls": loky,
+        "parsl_walls": parsl,
     }
+
+
+INVRS = HERE.parent / "recipes" / "jobs" / "invrs.py"
+# loky and Parsl get what sweep's children get for BLAS; Parsl also two XLA client threads: its
+# workers are pinned to one core, where invrs-opt's host callback hangs with one (docs/threads.md)
+CAPPED_BLAS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def bench_invrs(repeat: int, n: int, steps: int) -> dict:
+    """invrs-gym optimisations (``recipes/jobs/invrs.py``, the lightweight waveguide bend, L-BFGS-B)."""
+    fixed = {"steps": steps}
+    return compare(
+        {
+            "sweep": lambda: run_sweep("optimize", n, fixed, job_file=INVRS),
+            "loky": lambda: run_loky("optimize", n, fixed, job_file=INVRS, env=CAPPED_BLAS),
+            "parsl": lambda: run_parsl(
+                "optimize", n, fixed, job_file=INVRS, env={**CAPPED_BLAS, "NPROC": "2", "PJRT_NPROC": "2"}
+            ),
+        },
+        repeat,
+    )
 
 
 def bench_overhead(repeat: int, points: int) -> dict:
@@ -259,7 +305,7 @@ def table(results: dict) -> str:
     if c:
         others = ", ".join(
             f"{n} {c[f'{n}_s']:.1f} s ({c[f'{n}_over_sweep']:.2f}x)"
-            for n in ("sweep_warm_cache", "job_array", "naive_dask", "loky")
+            for n in ("sweep_warm_cache", "job_array", "naive_dask", "loky", "parsl")
             if f"{n}_s" in c
         )
         lines.append(
@@ -270,8 +316,24 @@ def table(results: dict) -> str:
         lines.append(
             f"| efficiency, {e['jobs']} jobs of {e['single_core_job_s']:.2f} s | sweep {e['efficiency']:.3f} "
             f"(wall {e['sweep_wall_s']:.1f} s); loky {e['loky_efficiency']:.3f} "
-            f"(wall {e['loky_wall_s']:.1f} s) | >= 0.9 |"
+            f"(wall {e['loky_wall_s']:.1f} s); Parsl HTEX {e.get('parsl_efficiency', float('nan')):.3f} "
+            f"(wall {e.get('parsl_wall_s', float('nan')):.1f} s) | >= 0.9 |"
         )
+    i = results.get("invrs")
+    if i:
+        lines.append(
+            f"| invrs-gym, {i['jobs']} L-BFGS-B runs of {i['steps']} steps | sweep {i['sweep_s']:.1f} s; "
+            f"loky {i['loky_s']:.1f} s (sweep {i['sweep_s'] / i['loky_s']:.2f}x loky's wall); "
+            f"Parsl HTEX {i['parsl_s']:.1f} s (sweep {i['sweep_s'] / i['parsl_s']:.2f}x) "
+            "| <= 0.8x loky, <= 1.0x Parsl |"
+        )
+    f = results.get("first_result")
+    if f:
+        parts = ", ".join(
+            f"{k} {f[k]:.2f}"
+            for k in ("import", "store", "cluster", "setup", "to_job", "import_jax", "compile")
+        )
+        lines.append(f"| time to first result | {f['total']:.2f} s ({parts}) | |")
     o = results.get("overhead")
     if o:
         lines.append(
@@ -307,13 +369,14 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+ALL = ["threads", "first_result", "compile_heavy", "efficiency", "invrs", "overhead", "scale", "search"]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="fewer jobs and points (a smoke run)")
-    p.add_argument(
-        "--only", nargs="*", default=None, help="threads compile_heavy efficiency overhead scale search"
-    )
+    p.add_argument("--only", nargs="*", default=None, help=" ".join(ALL))
     p.add_argument("--json", type=Path, default=HERE / "results.json")
     p.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -321,7 +384,7 @@ def main() -> int:
         scale_child(args.scale_child)
         return 0
     quick = args.quick
-    wanted = set(args.only or ["threads", "compile_heavy", "efficiency", "overhead", "scale", "search"])
+    wanted = set(args.only or ALL)
     results: dict = {
         "machine": {"cpus": CORES, "platform": platform.platform(), "python": platform.python_version()},
         "repeat": args.repeat,
@@ -329,10 +392,15 @@ def main() -> int:
     n_heavy = 4 * CORES if quick else 8 * CORES
     if "threads" in wanted:
         results["threads"] = bench_threads(args.repeat)
+    if "first_result" in wanted:
+        results["first_result"] = bench_first_result(args.repeat)
     if "compile_heavy" in wanted:
         results["compile_heavy"] = {"jobs": n_heavy, **bench_compile_heavy(args.repeat, n_heavy)}
     if "efficiency" in wanted:
         results["efficiency"] = bench_efficiency(args.repeat, n_heavy, steps=300 if quick else 900)
+    if "invrs" in wanted and importlib.util.find_spec("invrs_gym") is not None:
+        n_invrs, steps = (2 * CORES, 10) if quick else (3 * CORES, 15)
+        results["invrs"] = {"jobs": n_invrs, "steps": steps, **bench_invrs(args.repeat, n_invrs, steps)}
     if "overhead" in wanted:
         results["overhead"] = bench_overhead(args.repeat, 200 if quick else 1000)
     if "scale" in wanted:

@@ -80,10 +80,11 @@ def budget(recipe: Recipe) -> int:
 
 
 def task_maker(
-    loaded: LoadedRecipe, run: str = ""
+    loaded: LoadedRecipe, run: str = "", config: ChildConfig | None = None
 ) -> Callable[[tuple[int, ...], Mapping[str, Any]], PointTask]:
     """A function making the task of the point at an index with the given swept parameters
-    (the recipe's fixed parameters, resources, limits and child settings added)."""
+    (the recipe's fixed parameters, resources, limits and child settings added; ``config``:
+    the recipe's :func:`child_config`, when the caller has it)."""
     recipe = loaded.recipe
     r, fixed = recipe.resources, recipe.params.fixed
     allowed = budget(recipe)
@@ -94,7 +95,7 @@ def task_maker(
         stall=r.stall,
         log_bytes=recipe.child.log_bytes,
     )
-    config = child_config(recipe)
+    config = config or child_config(recipe)
 
     def make(index: tuple[int, ...], params: Mapping[str, Any]) -> PointTask:
         return PointTask(
@@ -115,10 +116,12 @@ def task_maker(
     return make
 
 
-def tasks(loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]], run: str = "") -> Iterator[PointTask]:
+def tasks(
+    loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]], run: str = "", config: ChildConfig | None = None
+) -> Iterator[PointTask]:
     """The tasks for the given point indices, in the space's order, made as they are taken."""
     wanted = set(todo)
-    make = task_maker(loaded, run)
+    make = task_maker(loaded, run, config)
     return (make(p.index, p.params) for p in loaded.space.points() if p.index in wanted)
 
 

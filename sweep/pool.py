@@ -35,6 +35,7 @@ from distributed import WorkerPlugin, get_worker
 
 from sweep import _compat, events, leases
 from sweep.child import Child, ChildConfig, ChildDied
+from sweep.job import JobRef
 from sweep.jobqueue import batch_job_id
 from sweep.logs import log_to_stderr
 from sweep.plan import PointTask
@@ -46,6 +47,7 @@ WAIT_WARN_S = 30.0
 
 PLUGIN_NAME = "sweep-core-pool"
 ENDED_LOGS_KEPT = 16  # attempts whose last output a follower may still ask for
+WARM_JOB = JobRef("module", "sweep.probe", "warm")
 
 
 class CorePool(WorkerPlugin):
@@ -60,8 +62,13 @@ class CorePool(WorkerPlugin):
     name = PLUGIN_NAME
     idempotent = True
 
-    def __init__(self, log_level: int = logging.WARNING) -> None:
+    def __init__(
+        self, log_level: int = logging.WARNING, warm: tuple[int, ChildConfig, int] | None = None
+    ) -> None:
+        """``warm``: (k, config, max_jobs) of the children to start and warm at setup
+        (:meth:`prewarm`), so a worker that joins later warms its children too."""
         self.log_level = log_level
+        self.warm = warm
 
     def setup(self, worker: Any = None) -> None:
         """Claim the cores; all state is made here so the plugin itself pickles.
@@ -85,6 +92,8 @@ class CorePool(WorkerPlugin):
         self._ended: OrderedDict[tuple[str, tuple[int, ...], int], tuple[str, int]] = OrderedDict()
         self.stopped: set[str] = set()  # owners (runs) cancelled: their points don't start
         self.spawned = 0
+        if self.warm is not None:
+            self.prewarm(*self.warm)
 
     def teardown(self, worker: Any = None) -> None:
         with self._cond:
@@ -154,6 +163,46 @@ class CorePool(WorkerPlugin):
                 child.prune()
                 return True
         return False
+
+    def prewarm(self, k: int, config: ChildConfig, max_jobs: int = 500) -> int:
+        """Start a child on each set of ``k`` of this worker's free cores, up to ``cores // k``
+        warm children of ``config``, and have it import jax (:func:`sweep.probe.warm`) in the
+        background; how many were started. Their cores are held while they warm, so a job
+        that arrives meanwhile waits for the warm child instead of starting another. Idle
+        children of another config are closed for them (as a lease of this config would);
+        cores running jobs are left alone."""
+        started = 0
+        while True:
+            with self._cond:
+                warm = sum(1 for c in self._idle if c.config == config and len(c.cores) == k)
+                if started + warm >= len(self.cores) // k or len(self._free) < k:
+                    return started
+                mine = {c for child in self._idle if child.config == config for c in child.cores}
+                held = self._locks.hold(sorted(self._free - mine), k, f"warming a child on {self.address}")
+                if held is None:
+                    return started
+                self._free -= set(held.cores)
+                stale = [c for c in self._idle if set(c.cores) & set(held.cores)]
+                self._idle = [c for c in self._idle if c not in stale]
+            for child in stale:
+                child.close()
+            threading.Thread(
+                target=self._warm, args=(held, config, max_jobs), name="sweep-prewarm", daemon=True
+            ).start()
+            started += 1
+
+    def _warm(self, held: leases.Held, config: ChildConfig, max_jobs: int) -> None:
+        child: Child | None = None
+        try:
+            child = self._spawner.submit(Child, held.cores, config).result()
+            self.spawned += 1
+            record = child.run(WARM_JOB, {})
+            if record.status != "done":
+                log.info("warming child pid %d failed: %s", child.pid, record.error[-200:])
+        except Exception as exc:  # a child that can't start: the first job will say why
+            log.info("warming a child on cores %s: %s", held.cores, exc)
+        finally:
+            self._give_back(held, child, max_jobs, None)
 
     def ended(
         self, owner: str, point: tuple[int, ...], attempt: int, child: Child, record: PointRecord
@@ -306,6 +355,12 @@ def prune_point(run: str, point: tuple[int, ...], dask_worker: Any = None) -> bo
     """``client.run(prune_point, run, point)``: :meth:`CorePool.prune` on each worker."""
     pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
     return pool is not None and pool.prune(run, point)
+
+
+def prewarm_pool(k: int, config: ChildConfig, max_jobs: int = 500, dask_worker: Any = None) -> int:
+    """``client.run(prewarm_pool, k, config)``: :meth:`CorePool.prewarm` on each worker."""
+    pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
+    return 0 if pool is None else pool.prewarm(k, config, max_jobs)
 
 
 def log_chunk(

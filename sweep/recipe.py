@@ -114,6 +114,7 @@ class ChildSettings(_Model):
     env: dict[str, str] = {}
     preflight: bool = True
     log_bytes: int = Field(1 << 20, ge=0)
+    prewarm: bool = True
 
     _max_rss = field_validator("max_rss", "log_bytes", mode="before")(_size)
 

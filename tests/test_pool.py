@@ -103,3 +103,52 @@ def test_two_core_jobs_never_overlap(client, out):
     for (_s0, e0), (s1, _) in zip(spans, spans[1:]):
         assert e0 <= s1, "two threads=2 jobs overlapped on a 2-core worker"
     assert np.all(ds["nproc_env"] == 2)
+
+
+BENCH_JOB = f"{os.path.dirname(__file__)}/../benchmarks/jobs.py"
+
+
+@needs_two
+def test_prewarm_starts_one_child_per_k_cores_with_jax_imported_and_jobs_reuse_them():
+    from pathlib import Path
+
+    from sweep.job import parse_job
+
+    pool = CorePool()
+    pool.setup()
+    two = tuple(sorted(os.sched_getaffinity(0)))[:2]
+    pool.cores, pool._free = two, set(two)
+    config = ChildConfig(compile_cache=None)
+    first = parse_job(f"{Path(BENCH_JOB).resolve()}:first_result", Path("."))
+    try:
+        assert pool.prewarm(1, config) == 2
+        # a job that comes while they warm waits for a warm child instead of starting another
+        with pool.lease(1, config) as child:
+            record = child.run(first, {})
+        assert record.outputs["jax_was_imported"].values == 1.0 and record.outputs["import_s"].values < 0.05
+        deadline = time.monotonic() + 60
+        while len(pool._idle) < 2:  # the other one finishes warming
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert pool.spawned == 2 and pool.prewarm(1, config) == 0  # never more than cores // k
+        assert pool.prewarm(2, config) == 0  # no free 2-core set without closing warm children
+    finally:
+        pool.teardown()
+
+
+def test_prewarm_false_leaves_the_first_job_to_import_jax(client, tmp_path):
+    params = {"zip": {"seed": [0]}}
+    on = Sweep(
+        BENCH_JOB + ":first_result", params, output=tmp_path / "on.zarr", child={"compile_cache": False}
+    )
+    ds = on.run(client=client, progress=False)
+    assert float(ds["jax_was_imported"][0]) == 1.0  # its child warmed before the job came
+    off = Sweep(
+        BENCH_JOB + ":first_result",
+        params,
+        output=tmp_path / "off.zarr",
+        child={"compile_cache": False, "prewarm": False},
+        cluster={"dashboard": "127.0.0.1:0"},
+    )
+    ds = off.run(progress=False)  # its own local cluster: no child warmed before
+    assert float(ds["jax_was_imported"][0]) == 0.0
