@@ -38,6 +38,8 @@ from sweep.job import JobRef  # noqa: E402
 
 CORES = local_cores()
 JOBS = HERE / "jobs.py"
+# the local worker is a fresh interpreter: this folder on its path, for jobs.py (naive_dask)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
 
 
 def cluster() -> LocalCluster:

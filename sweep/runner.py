@@ -335,7 +335,7 @@ class Sweep:
         client.log_event(topic, events.to_msg(plan.announcement(self.loaded, todo)))
         total = len(self.loaded.space)
         token = uuid.uuid4().hex[:6]
-        study = self._study(store, todo, token)
+        study = self._study()
         with SweepProgress(total, total - len(todo), enabled=progress) as bar:
             self.progress = bar
 
@@ -374,7 +374,7 @@ class Sweep:
             finally:
                 client.unsubscribe_topic(topic)
 
-    def _study(self, store: Store, todo: set[tuple[int, ...]], token: str) -> search.Study | None:
+    def _study(self) -> search.Study | None:
         """The search's study (resumed from its journal), for a search; None otherwise."""
         spec = self.loaded.search
         if spec is None:
@@ -383,7 +383,7 @@ class Sweep:
         self._search = search.Study(spec, space.axes, self.output, self.loaded.name)
         return self._search
 
-    def _told(self, client: Client, window: Window, records: list[PointRecord]) -> list[PointRecord]:
+    def _told(self, client: Client, records: list[PointRecord]) -> list[PointRecord]:
         """Tell the study how its trials ended; a trial without its objective fails, and when no
         trial has given one yet the sweep stops (its objective is likely misnamed)."""
         study = self._search
@@ -448,7 +448,7 @@ class Sweep:
                 batch = done.next_batch(block=False)
                 for future, result in batch:
                     self._mark("first_result")
-                    writer.add(self._told(client, window, window.finished(future, result)))
+                    writer.add(self._told(client, window.finished(future, result)))
                 if batch:
                     for future in window.fill():
                         done.add(future)

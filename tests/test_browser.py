@@ -5,6 +5,7 @@ Screenshots are saved under artifacts/ (dashboard-status.png, sweep-page.png).
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,76 +35,70 @@ pytestmark = [
 ]
 
 
-def test_dashboard_and_sweep_page_render_a_running_sweep(client, tmp_path):
+@contextmanager
+def watching(client, s: Sweep):
+    """A page of a headless Chromium and the dashboard's base URL while ``s`` runs on ``client``
+    (cancelled afterwards)."""
     playwright = pytest.importorskip("playwright.sync_api")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    run = s.start(client=client, progress=False)
+    try:
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            yield (
+                browser.new_page(viewport={"width": 1400, "height": 900}),
+                client.dashboard_link.rsplit("/", 1)[0],
+            )
+            browser.close()
+    finally:
+        run.cancel()
+
+
+def test_dashboard_and_sweep_page_render_a_running_sweep(client, tmp_path):
     s = Sweep(
         f"{JOBS}:reporting",
         {"grid": {"x": [1.0, 2.0, 3.0], "y": [0, 1]}, "fixed": {"steps": 40, "seconds": 0.25}},
         name="browser",
         output=tmp_path / "b.zarr",
     )
-    run = s.start(client=client, progress=False)
-    base = client.dashboard_link.rsplit("/", 1)[0]
-    try:
-        with playwright.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{base}/status")
-            page.wait_for_selector("canvas", timeout=60_000)
-            page.wait_for_timeout(3000)
-            page.screenshot(path=str(ARTIFACTS / "dashboard-status.png"))
-            assert "Dask" in page.title()
+    with watching(client, s) as (page, base):
+        page.goto(f"{base}/status")
+        page.wait_for_selector("canvas", timeout=60_000)
+        page.wait_for_timeout(3000)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-status.png"))
+        assert "Dask" in page.title()
 
-            page.goto(f"{base}/sweep")
-            page.wait_for_selector("text=browser", timeout=30_000)
-            wait_for(lambda: "running" in page.inner_text("#sweeps"), timeout=60)
-            page.wait_for_selector("table.heat td", timeout=30_000)
-            wait_for(lambda: page.locator("table.heat td").first.inner_text() != "", timeout=60)
-            text = page.inner_text("#sweeps")
-            page.screenshot(path=str(ARTIFACTS / "sweep-page.png"), full_page=True)
-            browser.close()
-        assert "6 points" in text and "peak threads" in text and "objective" in text
-        assert "latest objective by x x y" in text
-    finally:
-        run.cancel()
+        page.goto(f"{base}/sweep")
+        page.wait_for_selector("text=browser", timeout=30_000)
+        wait_for(lambda: "running" in page.inner_text("#sweeps"), timeout=60)
+        page.wait_for_selector("table.heat td", timeout=30_000)
+        wait_for(lambda: page.locator("table.heat td").first.inner_text() != "", timeout=60)
+        text = page.inner_text("#sweeps")
+        page.screenshot(path=str(ARTIFACTS / "sweep-page.png"), full_page=True)
+    assert "6 points" in text and "peak threads" in text and "objective" in text
+    assert "latest objective by x x y" in text
     assert (ARTIFACTS / "sweep-page.png").stat().st_size > 10_000
 
 
 def test_the_sweep_page_of_a_search_draws_best_so_far_and_running_curves(client, tmp_path):
-    playwright = pytest.importorskip("playwright.sync_api")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    search = {"sampler": "tpe", "n_trials": 40, "seed": 0, "axes": {"lr": [0.0, 2.0]}, "objective": "loss"}
     s = Sweep(
         f"{JOBS}:descend",
         {
-            "search": {
-                "sampler": "tpe",
-                "n_trials": 40,
-                "seed": 0,
-                "axes": {"lr": [0.0, 2.0]},
-                "objective": "loss",
-            },
+            "search": search,
             "prune": {"kind": "median", "metric": "loss", "n_startup_trials": 3},
             "fixed": {"steps": 30, "every": 0.1},
         },
         name="browsersearch",
         output=tmp_path / "s.zarr",
     )
-    run = s.start(client=client, progress=False)
-    base = client.dashboard_link.rsplit("/", 1)[0]
-    try:
-        with playwright.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            wait_for(lambda: page.goto(f"{base}/sweep").ok, timeout=60)  # once the sweep added its page
-            page.wait_for_selector("text=browsersearch", timeout=30_000)
-            # two trials done: the best-so-far line; trials running: their curves in colour
-            wait_for(lambda: page.locator("svg#best polyline").count() == 1, timeout=90)
-            wait_for(lambda: page.locator("svg#best circle").count() >= 2, timeout=90)
-            wait_for(lambda: page.locator("svg#curves polyline.running-curve").count() >= 1, timeout=60)
-            text = page.inner_text("#sweeps")
-            page.screenshot(path=str(ARTIFACTS / "sweep-search-page.png"), full_page=True)
-            browser.close()
-        assert "best loss so far (min)" in text and "40 points" in text and "lr" in text
-    finally:
-        run.cancel()
+    with watching(client, s) as (page, base):
+        wait_for(lambda: page.goto(f"{base}/sweep").ok, timeout=60)  # once the sweep added its page
+        page.wait_for_selector("text=browsersearch", timeout=30_000)
+        # two trials done: the best-so-far line; trials running: their curves in colour
+        wait_for(lambda: page.locator("svg#best polyline").count() == 1, timeout=90)
+        wait_for(lambda: page.locator("svg#best circle").count() >= 2, timeout=90)
+        wait_for(lambda: page.locator("svg#curves polyline.running-curve").count() >= 1, timeout=60)
+        text = page.inner_text("#sweeps")
+        page.screenshot(path=str(ARTIFACTS / "sweep-search-page.png"), full_page=True)
+    assert "best loss so far (min)" in text and "40 points" in text and "lr" in text
