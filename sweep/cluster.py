@@ -258,50 +258,6 @@ def connect(
             yield client
 
 
-class EarlyStart:
-    """:func:`connect` run in a thread of its own, so the cluster starts while the caller does
-    something else (opens the store); the cluster is entered and left in that thread, which
-    lives until :meth:`close` (the local worker's parent-death signal is tied to it)."""
-
-    def __init__(
-        self, settings: ClusterSettings, threads: int, on_fatal: Callable[[str], None] | None = None
-    ) -> None:
-        self._ready, self._done = threading.Event(), threading.Event()
-        self._client: Client | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._main, args=(settings, threads, on_fatal), name="sweep-cluster", daemon=True
-        )
-        self._thread.start()
-
-    def _main(self, settings: ClusterSettings, threads: int, on_fatal: Callable[[str], None] | None) -> None:
-        try:
-            with connect(settings, threads, on_fatal) as client:
-                self._client = client
-                self._ready.set()
-                self._done.wait()
-        except BaseException as exc:  # handed to the caller by client()
-            if self._client is None:
-                self._error = exc
-            else:
-                log.warning("closing the cluster: %s", exc)
-        finally:
-            self._ready.set()
-
-    def client(self) -> Client:
-        """The client, once the cluster is up; what starting it raised, if it failed."""
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._client is not None
-        return self._client
-
-    def close(self) -> None:
-        """Close the cluster (and wait for it)."""
-        self._done.set()
-        self._thread.join()
-
-
 def check_fits(client: Client, threads: int) -> None:
     """Raise ClusterError when no current worker could run a job of ``threads`` cores."""
     offers = [w["resources"].get("threads", 0) for w in client.scheduler_info()["workers"].values()]

@@ -31,7 +31,7 @@ from distributed import Client, as_completed
 
 from sweep import driver, events, limits, plan, provenance, search
 from sweep.child import multipliers
-from sweep.cluster import EarlyStart, SubmissionError, check_fits, connect, local_cores, preflight
+from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
 from sweep.pool import CorePool, prewarm_pool, prune_point, stop_run
@@ -41,7 +41,6 @@ from sweep.recipe import LoadedRecipe, Recipe, RecipeError, load_yaml, safe_name
 from sweep.results import open_results
 from sweep.space import Trials
 from sweep.store import Store, StoreFull
-from sweep.storelock import locked
 from sweep.window import Window
 from sweep.writer import ResultWriter
 
@@ -201,22 +200,11 @@ class Sweep:
             check_fits(client, k)
         self._check_thread_headroom(client)
         self._check_environment()
-        # A local cluster starts while the store opens (imports and creates it): a third of a
-        # second off the time to the first result. Not when another process runs the store
-        # (refused at once), nor for batch jobs: the store may have nothing left to do.
-        early = None
-        if client is None and self.recipe.cluster.kind == "local" and not locked(self.output):
-            early = EarlyStart(self.recipe.cluster, k)
-        try:
-            return self._run_with_store(client, early, force, keep_done, only_failed, progress, on_start)
-        finally:
-            if early is not None:
-                early.close()
+        return self._run_with_store(client, force, keep_done, only_failed, progress, on_start)
 
     def _run_with_store(
         self,
         client: Client | None,
-        early: EarlyStart | None,
         force: bool,
         keep_done: bool,
         only_failed: bool,
@@ -242,9 +230,7 @@ class Sweep:
             store.run_started()
             state = "failed"
             try:
-                if todo and early is not None:
-                    self._run_on(early.client(), store, todo, progress, on_start)
-                elif todo and client is None:
+                if todo and client is None:
                     with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
                         self._run_on(own, store, todo, progress, on_start)
                     if self._fatal is not None:

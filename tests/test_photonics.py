@@ -58,11 +58,12 @@ def test_four_point_invrs_sweep_completes_on_the_local_cluster(client, tmp_path)
             "grid": {"beta": [2.0, 8.0], "seed": [0, 1]},
             "fixed": {"challenge": "ceviche_lightweight_waveguide_bend", **SMALL},
         },
-        resources={"timeout": "10min", "thread_budget": 18},
+        resources={"timeout": "10min", "thread_budget": 19},
         output=tmp_path / "invrs.zarr",
     )
     ds = s.run(client=client, progress=False)
     assert (ds["status"] == "done").all(), ds["error"].values
     assert ds["loss"].dims == ("beta", "seed", "step") and ds["design"].dims[:2] == ("beta", "seed")
-    # a capped invrs job holds one thread more than a bare JAX child (measured: 18 vs 17)
-    assert (ds["peak_threads"] <= 18).all()
+    # a capped invrs job holds two threads more than a bare JAX child (measured: 19 vs 17, with
+    # or without child.prewarm; 18 with the packages of the previous release)
+    assert (ds["peak_threads"] <= 19).all()
