@@ -4,7 +4,7 @@ A running job's output is in its child's log file on the worker, with no shared 
 assumed, so the follower connects a Dask client to the running sweep's scheduler (its
 address and the run's token are in the driver's state file, :mod:`sweep.driver`) and asks
 every worker, twice a second, for the bytes past what it has shown
-(:func:`sweep.pool.log_chunk`: a :class:`~sweep.protocol.LogChunk`). An attempt's end is
+(:meth:`sweep.pool.CorePool.log_chunk`: a :class:`~sweep.protocol.LogChunk`). An attempt's end is
 seen through the output the worker keeps of its last attempts, so nothing printed between
 two polls is lost; retries follow one another under a header each. It ends when the point
 has ended in the store (its record written) or the sweep has stopped.
@@ -40,7 +40,7 @@ def follow(
     prints it, every attempt under a header, until the point has ended; ``say`` gets the
     follower's own remarks. :class:`~sweep.driver.NotRunning` when no sweep runs ``output``.
     """
-    from sweep.pool import log_chunk
+    from sweep.pool import on_pool
 
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)  # a scheduler gone is said here
     state = driver.running(output)
@@ -63,7 +63,7 @@ def follow(
         while True:
             ended = _ended(output, index)
             try:
-                replies = client.run(log_chunk, state.run, index, attempt, offset)
+                replies = client.run(on_pool, "log_chunk", state.run, index, attempt, offset)
             except OSError as exc:  # the sweep ended meanwhile
                 log.info("asking the workers: %s", exc)
                 if not _ended(output, index):

@@ -154,15 +154,18 @@ class CorePool(WorkerPlugin):
             child.stop()
         return len(doomed)
 
+    def _running(self, owner: str, point: tuple[int, ...]) -> Child | None:
+        """The child running ``point`` of run ``owner`` here, if any."""
+        return next((c for who, at, c in list(self._busy.values()) if who == owner and at == point), None)
+
     def prune(self, owner: str, point: tuple[int, ...]) -> bool:
         """Tell the job running ``point`` of run ``owner`` here to stop at its next report;
         whether it runs here."""
-        for who, at, child in list(self._busy.values()):
-            if who == owner and at == point:
-                log.info("pruning point %s (child pid %d)", point, child.pid)
-                child.prune()
-                return True
-        return False
+        child = self._running(owner, point)
+        if child is not None:
+            log.info("pruning point %s (child pid %d)", point, child.pid)
+            child.prune()
+        return child is not None
 
     def prewarm(self, k: int, config: ChildConfig, max_jobs: int = 500) -> int:
         """Start a child on each set of ``k`` of this worker's free cores, up to ``cores // k``
@@ -223,13 +226,13 @@ class CorePool(WorkerPlugin):
             data = text.encode()
             start = max(offset, size - len(data))
             return LogChunk(attempt, start, data[start - (size - len(data)) :], ended=True)
-        for who, at, child in list(self._busy.values()):
-            if who == owner and at == point and child.attempt >= attempt:
-                if child.attempt > attempt:
-                    attempt, offset = child.attempt, 0
-                start, data = child.log_from(offset)
-                return LogChunk(attempt, start, data, ended=False)
-        return None
+        child = self._running(owner, point)
+        if child is None or child.attempt < attempt:
+            return None
+        if child.attempt > attempt:
+            attempt, offset = child.attempt, 0
+        start, data = child.log_from(offset)
+        return LogChunk(attempt, start, data, ended=False)
 
     def _wait_for_cores(self, k: int, config: ChildConfig, what: str) -> tuple[Child | None, leases.Held]:
         """(a warm child to reuse or None, the node locks on its cores); called holding _cond."""
@@ -344,31 +347,12 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
     return record
 
 
-def stop_run(run: str, dask_worker: Any = None) -> int:
-    """Kill this worker's children running points of ``run`` and start none of its points
-    from now on (``client.run(stop_run, run)``: Dask's cancel does not stop a running task)."""
+def on_pool(method: str, *args: Any, dask_worker: Any = None) -> Any:
+    """``client.run(on_pool, "prune", run, point)``: call a :class:`CorePool` method on each
+    worker (``stop``, ``prune``, ``prewarm``, ``log_chunk``; what Dask's task API can't do:
+    reach a running task's child); None on a worker without a pool."""
     pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
-    return 0 if pool is None else pool.stop(run)
-
-
-def prune_point(run: str, point: tuple[int, ...], dask_worker: Any = None) -> bool:
-    """``client.run(prune_point, run, point)``: :meth:`CorePool.prune` on each worker."""
-    pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
-    return pool is not None and pool.prune(run, point)
-
-
-def prewarm_pool(k: int, config: ChildConfig, max_jobs: int = 500, dask_worker: Any = None) -> int:
-    """``client.run(prewarm_pool, k, config)``: :meth:`CorePool.prewarm` on each worker."""
-    pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
-    return 0 if pool is None else pool.prewarm(k, config, max_jobs)
-
-
-def log_chunk(
-    run: str, point: tuple[int, ...], attempt: int, offset: int, dask_worker: Any = None
-) -> LogChunk | None:
-    """``client.run(log_chunk, ...)``: :meth:`CorePool.log_chunk` on each worker."""
-    pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
-    return None if pool is None else pool.log_chunk(run, point, attempt, offset)
+    return None if pool is None else getattr(pool, method)(*args)
 
 
 def run_points(tasks: list[PointTask]) -> list[PointRecord]:

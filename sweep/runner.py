@@ -34,7 +34,7 @@ from sweep.child import multipliers
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
-from sweep.pool import CorePool, prewarm_pool, prune_point, stop_run
+from sweep.pool import CorePool, on_pool
 from sweep.progress import SweepProgress, summary_table
 from sweep.protocol import PointRecord
 from sweep.recipe import LoadedRecipe, Recipe, RecipeError, load_yaml, safe_name
@@ -311,7 +311,7 @@ class Sweep:
             CorePool(log_level=level, warm=warm if self.recipe.child.prewarm else None), name=CorePool.name
         )
         if self.recipe.child.prewarm:  # a pool registered before (its children are warm, or warm now)
-            client.run(prewarm_pool, *warm)
+            client.run(on_pool, "prewarm", *warm)
         client.register_plugin(SweepPage(), name=SweepPage.name)
         if on_start is not None:
             on_start(client)
@@ -395,7 +395,7 @@ class Sweep:
             return
         for slot in self._search.decide():
             try:
-                client.run(prune_point, window.token, slot)
+                client.run(on_pool, "prune", window.token, slot)
             except Exception as exc:  # a worker gone meanwhile: the trial ends anyway
                 logging.getLogger(__name__).info("pruning trial %s: %s", slot, exc)
 
@@ -404,7 +404,7 @@ class Sweep:
         """Cancel what is queued and kill what runs (Dask's cancel leaves running tasks be)."""
         client.cancel(list(window.in_flight))
         try:
-            client.run(stop_run, window.token)
+            client.run(on_pool, "stop", window.token)
         except Exception as exc:  # a worker gone meanwhile: its children went with it
             logging.getLogger(__name__).info("stopping the run's children: %s", exc)
 

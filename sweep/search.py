@@ -10,7 +10,7 @@ trials to stop, through its ask/tell interface; nothing here samples or prunes b
   (:class:`sweep.window.Window`: the slots of the cluster plus a small queue), it asks the
   study for a trial, writes its parameters as the slot's coordinates and submits it; each
   :func:`sweep.report` of a running trial is passed to ``trial.report`` and, when the pruner
-  says stop, the trial's job is told (:func:`sweep.pool.prune_point`): its next report raises
+  says stop, the trial's job is told (:meth:`sweep.pool.CorePool.prune`): its next report raises
   :class:`sweep.Pruned` and the point ends as ``pruned`` in a child that stays warm. Each
   finished point is told to the study: the objective's value (a job output, else the last
   reported value of that name), ``PRUNED`` or ``FAIL``.

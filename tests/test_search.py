@@ -20,6 +20,7 @@ from sweep import Pruned, RecipeError, Sweep, open_results
 from sweep.child import Child
 from sweep.job import parse_job
 from sweep.search import PRUNER_OPTIONS, PRUNERS, SAMPLERS, SearchStopped, journal_path
+from sweep.store import StoreMismatch
 from tests.conftest import JOBS, ROOT
 
 
@@ -180,7 +181,7 @@ def test_a_search_grows_keeping_its_trials(client, out):
 
 def test_another_search_on_the_same_store_is_refused(client, out):
     Sweep(f"{JOBS}:descend", search(3, prune=False), output=out).run(client=client, progress=False)
-    with pytest.raises(Exception, match="another sweep|different"):
+    with pytest.raises(StoreMismatch, match="holds a different sweep"):
         Sweep(f"{JOBS}:descend", search(3, prune=False, sampler="random"), output=out).run(
             client=client, progress=False
         )
