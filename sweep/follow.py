@@ -59,9 +59,9 @@ def follow(
         write(text.decode(data, final=final))
         tail = (tail + data)[-TAIL_BYTES:]
 
+    ended = False  # the store has the point's record: one more poll gets the rest, then stop
     with driver.connect(state) as client:
         while True:
-            ended = _ended(output, index)
             try:
                 replies = client.run(on_pool, "log_chunk", state.run, index, attempt, offset)
             except OSError as exc:  # the sweep ended meanwhile
@@ -73,6 +73,9 @@ def follow(
             if chunk is None:
                 if ended or not locked(output):
                     break
+                ended = _ended(output, index)  # the store is read only while nothing comes
+                if ended:
+                    continue
                 if not waited and not headed:
                     say(f"point {point_id} is not running yet; waiting for it")
                     waited = True
