@@ -332,11 +332,12 @@ def _logs(args: argparse.Namespace) -> int:
     output = Path(args.output)
     ds = _open(args.output)
     chosen = np.ones(ds["status"].shape, dtype=bool)
+    dims = set(ds["status"].dims)  # a search's trial dim has no coordinate: its number selects
+    names = dims | {n for n in ds.coords if n != "point_id" and set(ds[n].dims) <= dims}
     for condition in args.where:
         axis, _, text = condition.partition("=")
-        if axis not in ds.coords or not text:
-            names = sorted(n for n in ds.coords if n != "point_id")
-            raise UsageError(f"--where {condition}: give AXIS=VALUE with AXIS one of {names}")
+        if axis not in names or not text:
+            raise UsageError(f"--where {condition}: give AXIS=VALUE with AXIS one of {sorted(names)}")
         coord = ds[axis]
         value: Any = float(text) if coord.dtype.kind in "fiu" else text
         chosen &= (coord == value).broadcast_like(ds["status"]).transpose(*ds["status"].dims).values

@@ -266,3 +266,18 @@ def test_a_new_store_never_reuses_a_study_left_next_to_it(client, out):
     again = Sweep(f"{JOBS}:descend", search(3, prune=False), output=out)
     again.run(client=client, progress=False, force=True)  # nothing changed: nothing to clear
     assert len(study_of(out).trials) == 3
+
+
+def test_logs_select_a_trial_by_its_number(client, out, capsys):
+    from sweep.cli import main
+
+    axes = {"x": {"low": 1, "high": 5, "integer": True}}
+    params = {"search": {"sampler": "random", "n_trials": 3, "seed": 0, "objective": "value", "axes": axes}}
+    Sweep(f"{JOBS}:chatty", params, output=out).run(client=client, progress=False)
+    capsys.readouterr()
+    assert main(["logs", str(out), "--where", "trial=2"]) == 0
+    x = int(open_results(out)["x"][2])
+    text = capsys.readouterr().out
+    assert text.count("==> point") == 1 and f"hello from {x}" in text
+    assert main(["logs", str(out), "--where", "iteration=1"]) == 2  # an output's dim is not a sweep axis
+    assert "one of ['trial', 'x']" in capsys.readouterr().err
