@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -57,9 +58,18 @@ def median(xs: list[float]) -> float:
 
 
 # -- contenders ------------------------------------------------------------------------------
-def run_sweep(job: str, n: int, fixed: dict, cache: str | None = None, job_file: Path = JOBS) -> float:
+def run_sweep(
+    job: str,
+    n: int,
+    fixed: dict,
+    cache: str | None = None,
+    job_file: Path = JOBS,
+    single_s: float | None = None,
+    splits: list[dict[str, float]] | None = None,
+) -> float:
     """Wall of a sweep of n points on a fresh cluster (clock: run only), with a fresh compile
-    cache or the given one."""
+    cache or the given one. With ``single_s`` (one job alone on a warm core), where the wall
+    went (:func:`split_wall`) is appended to ``splits``."""
     with cluster() as c, Client(c) as client, tempfile.TemporaryDirectory() as tmp:
         child = {"compile_cache": cache or f"{tmp}/cache"}
         s = Sweep(
@@ -68,11 +78,57 @@ def run_sweep(job: str, n: int, fixed: dict, cache: str | None = None, job_file:
             child=child,
             output=f"{tmp}/o.zarr",
         )
-        t0 = time.perf_counter()
+        t0, epoch0 = time.perf_counter(), time.time()
         ds = s.run(client=client, progress=False)
         wall = time.perf_counter() - t0
         assert int((ds["status"] == "done").sum()) == n, ds["error"].values
+        if single_s is not None and splits is not None:
+            splits.append(split_wall(ds, epoch0, epoch0 + wall, single_s))
     return wall
+
+
+def _epoch(values: Any) -> list[float]:
+    return [float(v) / 1e9 for v in values.astype("datetime64[ns]").astype("int64")]
+
+
+def split_wall(ds: Any, start: float, end: float, single_s: float) -> dict[str, float]:
+    """Where a sweep's wall went, from the store's per-point ``started``, ``finished``,
+    ``wall_s`` and ``cores``, against ``single_s`` (one job alone on a warm core).
+
+    Each core's time from ``start`` to ``end`` is: before its first job (store, set-up, the
+    child's start), its jobs, the gaps between them (result back, next job in), idle after its
+    last job while another core works, and the tail (last result to the dataset returned). The
+    jobs' part is split into the ideal (``single_s`` each), the first job of each child over
+    ``single_s`` (import, compile) and the other jobs over ``single_s`` (running side by side).
+    Each part is the mean over cores, so they add up to the wall."""
+    rows = sorted(
+        zip(
+            (str(c) for c in ds["cores"].values.ravel()),
+            _epoch(ds["started"].values.ravel()),
+            _epoch(ds["finished"].values.ravel()),
+            (float(w) for w in ds["wall_s"].values.ravel()),
+            strict=True,
+        )
+    )
+    by_core: dict[str, list[tuple[float, float, float]]] = {}
+    for core, began, ended, wall in rows:
+        by_core.setdefault(core, []).append((began, ended, wall))
+    last = max(ended for jobs_ in by_core.values() for _, ended, _ in jobs_)
+    parts = dict.fromkeys(
+        ("before_first_job", "ideal", "first_job_extra", "side_by_side", "gaps", "idle_at_end"), 0.0
+    )
+    for jobs_ in by_core.values():
+        parts["before_first_job"] += jobs_[0][0] - start
+        parts["ideal"] += single_s * len(jobs_)
+        parts["first_job_extra"] += jobs_[0][2] - single_s
+        parts["side_by_side"] += sum(w - single_s for _, _, w in jobs_[1:])
+        parts["gaps"] += sum(b - a[1] for a, (b, _, _) in zip(jobs_, jobs_[1:]))
+        parts["gaps"] += sum((e - b) - w for b, e, w in jobs_)  # started/finished vs the child's clock
+        parts["idle_at_end"] += last - jobs_[-1][1]
+    out = {k: v / len(by_core) for k, v in parts.items()}
+    out["tail"] = end - last
+    out["cores"] = float(len(by_core))
+    return out
 
 
 def run_job_array(job: str, n: int, fixed: dict) -> float:
@@ -193,8 +249,9 @@ def bench_efficiency(repeat: int, n: int, steps: int) -> dict:
         child.kill()
     ideal = n * single / CORES
     walls, loky, parsl = [], [], []
+    splits: list[dict[str, float]] = []
     for _ in range(repeat):
-        walls.append(run_sweep("fixed_work", n, {"steps": steps}))
+        walls.append(run_sweep("fixed_work", n, {"steps": steps}, single_s=single, splits=splits))
         loky.append(run_loky("fixed_work", n, {"steps": steps}))
         parsl.append(run_parsl("fixed_work", n, {"steps": steps}))
     return {
@@ -206,6 +263,8 @@ def bench_efficiency(repeat: int, n: int, steps: int) -> dict:
         "loky_efficiency": ideal / median(loky),
         "parsl_wall_s": median(parsl),
         "parsl_efficiency": ideal / median(parsl),
+        "sweep_split": {k: median([sp[k] for sp in splits]) for k in splits[0]},
+        "sweep_splits": splits,
         "walls": walls,
         "loky_walls": loky,
         "parsl_walls": parsl,
@@ -321,6 +380,10 @@ def table(results: dict) -> str:
             f"(wall {e['loky_wall_s']:.1f} s); Parsl HTEX {e.get('parsl_efficiency', float('nan')):.3f} "
             f"(wall {e.get('parsl_wall_s', float('nan')):.1f} s) | >= 0.9 |"
         )
+        sp = e.get("sweep_split")
+        if sp:
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in sp.items() if k != "cores")
+            lines.append(f"| efficiency: sweep's wall, s per core (medians) | {parts} | |")
     i = results.get("invrs")
     if i:
         lines.append(
@@ -333,7 +396,7 @@ def table(results: dict) -> str:
     if f:
         parts = ", ".join(
             f"{k} {f[k]:.2f}"
-            for k in ("import", "store", "cluster", "setup", "to_job", "import_jax", "compile")
+            for k in ("import", "store_and_cluster", "setup", "to_job", "import_jax", "compile")
         )
         lines.append(f"| time to first result | {f['total']:.2f} s ({parts}) | |")
     o = results.get("overhead")

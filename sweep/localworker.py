@@ -1,4 +1,4 @@
-"""The worker of ``kind: local``: a Dask Nanny in its own ``python -m sweep.localworker``.
+"""The worker of ``kind: local``: a Dask Worker in its own ``python -m sweep.localworker``.
 
 A ``distributed.LocalCluster`` starts its workers with multiprocessing's spawn method, which
 imports the user's ``__main__`` again in each new process: a plain script that calls
@@ -8,10 +8,15 @@ the worker process is a fresh interpreter whose main module is this one, so the 
 module is never imported again (what a job needs is sent to it: import paths or
 cloudpickle). :class:`LocalWorker` is the ``SpecCluster`` handle that starts and stops it.
 
-The process runs in its own session, so a terminal's Ctrl-C reaches the client only (which
-closes the cluster), dies with the thread that started it (``PR_SET_PDEATHSIG``), and runs a
-Nanny with
-``nthreads = N`` and ``resources={"threads": N}`` on 127.0.0.1 until the scheduler goes away.
+The process runs the Worker itself (``nthreads = N``, ``resources={"threads": N}``, on
+127.0.0.1), not a Nanny that would spawn it: one interpreter start instead of two before the
+cluster is up (the jobs run in the pool's children anyway, never in the worker). What the
+Nanny gave, :class:`LocalWorker` does: a worker process killed or crashed (any exit but 0,
+which is a worker the scheduler closed) while the cluster runs is started again; the
+scheduler reschedules its running points and its children die with it. The process runs in
+its own session, so a terminal's Ctrl-C reaches the client only (which closes the cluster),
+dies with the thread that started it (``PR_SET_PDEATHSIG``), and ends when the scheduler
+goes away or on SIGTERM.
 """
 
 from __future__ import annotations
@@ -40,10 +45,33 @@ class LocalWorker(ProcessInterface):
         self.scheduler = scheduler
         self.options = {"nthreads": nthreads, "name": name, "silence_logs": silence_logs}
         self.process: asyncio.subprocess.Process | None = None
+        self.restarts = 0
+        self._closing = False
+        self._watch: asyncio.Task[None] | None = None
         super().__init__(scheduler, name)
 
     async def start(self) -> None:
-        """Start the process and wait until its worker has joined the scheduler."""
+        """Start the process, wait until its worker has joined the scheduler, and keep it
+        running: a process that ends before :meth:`close` is started again."""
+        await self._start_process()
+        self._watch = asyncio.ensure_future(self._restart_when_dead())
+        await super().start()
+
+    async def _restart_when_dead(self) -> None:
+        while not self._closing:
+            assert self.process is not None
+            code = await self.process.wait()
+            if self._closing or code == 0:  # closed by the scheduler (retired, or it went away)
+                return
+            self.restarts += 1
+            log.warning("local worker pid %d ended (exit code %s); starting it again", self.process.pid, code)
+            try:
+                await self._start_process()
+            except RuntimeError as exc:
+                log.error("%s; the cluster has no worker now", exc)
+                return
+
+    async def _start_process(self) -> None:
         ready_r, ready_w = os.pipe()
         os.set_blocking(ready_r, False)
         try:
@@ -62,7 +90,6 @@ class LocalWorker(ProcessInterface):
         finally:
             os.close(ready_r)
         log.info("local worker pid %d joined %s", self.process.pid, self.scheduler)
-        await super().start()
 
     async def _wait_ready(self, fd: int) -> None:
         assert self.process is not None
@@ -79,6 +106,9 @@ class LocalWorker(ProcessInterface):
         raise RuntimeError(f"the local worker did not start (exit code {self.process.returncode})")
 
     async def close(self) -> None:
+        self._closing = True
+        if self._watch is not None:
+            self._watch.cancel()
         if self.process is not None and self.process.returncode is None:
             self.process.terminate()
             try:
@@ -99,23 +129,22 @@ def _die_with_parent() -> None:
 
 
 async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int) -> None:
-    from distributed import Nanny
+    from distributed import Worker
 
     n = int(options["nthreads"])
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with Nanny(
+    async with Worker(
         scheduler,
         nthreads=n,
         resources={"threads": n},
         host="127.0.0.1",
         dashboard_address="127.0.0.1:0",
         name=options.get("name"),
-        silence_logs=options.get("silence_logs", logging.ERROR),
-    ) as nanny:
+    ) as worker:
         os.write(ready_fd, b"ready")
         os.close(ready_fd)
-        finished = asyncio.ensure_future(nanny.finished())
+        finished = asyncio.ensure_future(worker.finished())
         await asyncio.wait(
             [finished, asyncio.ensure_future(stop.wait())], return_when=asyncio.FIRST_COMPLETED
         )

@@ -23,6 +23,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -41,6 +42,7 @@ from sweep.recipe import LoadedRecipe, Recipe, RecipeError, load_yaml, safe_name
 from sweep.results import open_results
 from sweep.space import Trials
 from sweep.store import Store, StoreFull
+from sweep.storelock import locked
 from sweep.window import Window
 from sweep.writer import ResultWriter
 
@@ -211,48 +213,102 @@ class Sweep:
         progress: bool,
         on_start: Callable[[Client], None] | None,
     ) -> Any:
-        """:meth:`run` once the checks have passed: the store, then the cluster's work."""
-        k = self.recipe.resources.threads
-        # The store is complete before any job starts: once uncapped jobs have used up the
-        # user's `ulimit -u`, even zarr's I/O threads could not be started any more.
-        with Store.open(self.output, self.loaded, force=force, keep_done=keep_done) as store:
-            self._store_ready.set()
-            self._mark("store")
-            if store.created and self.loaded.search is not None:
-                search.journal_path(self.output).unlink(missing_ok=True)  # a study of an earlier store
-            todo = store.todo(only_failed)
-            if store.growth is not None:
-                self.stats.update(kept=store.growth.kept, new=store.growth.new)
-                if progress:
-                    print(
-                        f"[sweep] {self.output}: the space changed: {store.growth.summary()}", file=sys.stderr
-                    )
-            store.run_started()
-            state = "failed"
-            try:
-                if todo and client is None:
-                    with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
-                        self._run_on(own, store, todo, progress, on_start)
-                    if self._fatal is not None:
-                        raise SubmissionError(self._fatal)
-                elif todo and client is not None:
-                    self._run_on(client, store, todo, progress, on_start)
-                if self._search_stopped is not None:
-                    raise search.SearchStopped(self._search_stopped)
-                state = "cancelled" if self._cancel.is_set() else "finished"
-            except StoreFull as exc:
-                saved = int((store.statuses() == "done").sum())
-                raise StoreFull(f"{exc}; {saved} points saved; submit again after freeing space") from None
-            except KeyboardInterrupt:
-                state = "interrupted"
-                raise
-            finally:
-                store.run_ended(state)
+        """:meth:`run` once the checks have passed: the store, then the cluster's work.
+
+        The store is complete before any job starts: once uncapped jobs have used up the
+        user's ``ulimit -u``, even zarr's I/O threads could not be started any more. A new
+        store on the local default is created in a thread of its own while the cluster starts
+        in this one (:meth:`_open_beside_cluster`); otherwise the store opens first, and a
+        cluster is started only if it has points left to run."""
+        if client is None and self._opens_beside_cluster(force):
+            self._open_beside_cluster(force, keep_done, only_failed, progress, on_start)
+        else:
+            with self._open_store(force, keep_done) as store:
+                self._work(store, client, only_failed, progress, on_start)
         ds = open_results(self.output)
         self.stats["wall_s"] = time.monotonic() - self._t0
         if progress:
             SweepProgress(0).console.print(summary_table(ds, self.stats["wall_s"], str(self.output)))
         return ds
+
+    def _opens_beside_cluster(self, force: bool) -> bool:
+        """Whether the store is new (or made afresh), the cluster local and the store not held
+        by another process: only then is a cluster started before the store is known to have
+        work (a new store always has), and a refused store costs a local cluster's start."""
+        out = Path(self.output)
+        new = force or not (out / "zarr.json").exists()
+        return self.recipe.cluster.kind == "local" and new and not (out.exists() and locked(out))
+
+    def _open_beside_cluster(
+        self,
+        force: bool,
+        keep_done: bool,
+        only_failed: bool,
+        progress: bool,
+        on_start: Callable[[Client], None] | None,
+    ) -> None:
+        """Create the store (importing xarray and dask.array, writing its skeleton) in a
+        thread while this one starts the local cluster: the two overlap, the store is ready
+        before the first point is submitted. If the store is refused, the cluster is closed
+        and the store's error raised; if the cluster fails to start, the store is closed."""
+        k = self.recipe.resources.threads
+        with ThreadPoolExecutor(1, thread_name_prefix="sweep-store") as pool:
+            opening = pool.submit(self._open_store, force, keep_done)
+            try:
+                with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
+                    self._mark("cluster")
+                    with opening.result() as store:
+                        self._work(store, own, only_failed, progress, on_start)
+            finally:
+                wait([opening])
+                if opening.exception() is None:
+                    opening.result().close()  # released already unless the cluster failed
+
+    def _open_store(self, force: bool, keep_done: bool) -> Store:
+        store = Store.open(self.output, self.loaded, force=force, keep_done=keep_done)
+        self._store_ready.set()
+        self._mark("store")
+        return store
+
+    def _work(
+        self,
+        store: Store,
+        client: Client | None,
+        only_failed: bool,
+        progress: bool,
+        on_start: Callable[[Client], None] | None,
+    ) -> None:
+        """Run the store's points left to do on ``client``, or on the recipe's cluster started
+        for them (none if nothing is left); the run's end state is recorded in the store."""
+        k = self.recipe.resources.threads
+        if store.created and self.loaded.search is not None:
+            search.journal_path(self.output).unlink(missing_ok=True)  # a study of an earlier store
+        todo = store.todo(only_failed)
+        if store.growth is not None:
+            self.stats.update(kept=store.growth.kept, new=store.growth.new)
+            if progress:
+                print(f"[sweep] {self.output}: the space changed: {store.growth.summary()}", file=sys.stderr)
+        store.run_started()
+        state = "failed"
+        try:
+            if todo and client is None:
+                with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
+                    self._run_on(own, store, todo, progress, on_start)
+            elif todo and client is not None:
+                self._run_on(client, store, todo, progress, on_start)
+            if self._fatal is not None:
+                raise SubmissionError(self._fatal)
+            if self._search_stopped is not None:
+                raise search.SearchStopped(self._search_stopped)
+            state = "cancelled" if self._cancel.is_set() else "finished"
+        except StoreFull as exc:
+            saved = int((store.statuses() == "done").sum())
+            raise StoreFull(f"{exc}; {saved} points saved; submit again after freeing space") from None
+        except KeyboardInterrupt:
+            state = "interrupted"
+            raise
+        finally:
+            store.run_ended(state)
 
     def _mark(self, moment: str) -> None:
         """Note when ``moment`` first happened, in seconds since :meth:`run` started

@@ -74,3 +74,41 @@ def scheduler_and_workers(tmp_path: Path, worker_args: list[str], workers: int =
         for p in (worker, scheduler):
             p.terminate()
             p.wait(30)
+
+
+def kill_the_worker_mid_sweep(client: Client, tmp_path: Path) -> tuple[object, list[int], Path]:
+    """Run 4 points of 2 s (``tests/jobs.py:marked``) on ``client``'s one worker, SIGKILL the
+    worker once a job has started, check its children died with it, and wait for the sweep.
+    Returns the dataset, the killed children's pids and the folder of start markers."""
+    import glob
+    import os
+    import signal
+    import threading
+
+    import psutil
+
+    from sweep import Sweep
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    result: dict = {}
+    s = Sweep(
+        f"{JOBS}:marked",
+        {"grid": {"x": [0, 1, 2, 3]}, "fixed": {"folder": str(markers), "seconds": 2.0}},
+        output=tmp_path / "w.zarr",
+    )
+    t = threading.Thread(target=lambda: result.update(ds=s.run(client=client, progress=False)))
+    t.start()
+    deadline = time.monotonic() + 60
+    while not glob.glob(str(markers / "start-*")):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (worker_pid,) = client.run(os.getpid).values()
+    victims = psutil.Process(worker_pid).children(recursive=True)
+    assert victims, "the worker should have capped children"
+    os.kill(worker_pid, signal.SIGKILL)
+    _, alive = psutil.wait_procs(victims, timeout=15)
+    assert not alive, "children outlived their worker"
+    t.join(180)
+    assert not t.is_alive()
+    return result["ds"], [v.pid for v in victims], markers

@@ -12,7 +12,7 @@ from sweep.cli import main
 from sweep.cluster import batch_cluster
 from sweep.errors import SweepWarning
 from sweep.recipe import ClusterSettings, Recipe, RecipeError
-from tests.conftest import scheduler_and_workers
+from tests.conftest import kill_the_worker_mid_sweep, scheduler_and_workers
 
 GOLDEN = Path(__file__).parent / "golden"
 COMMON = {"cores": 4, "memory": "8GiB", "interface": "lo"}
@@ -221,3 +221,22 @@ def test_the_local_worker_is_out_of_reach_of_a_terminals_ctrl_c():
     with local_cluster(threads=1, dashboard="127.0.0.1:0") as cluster, Client(cluster) as client:
         (pid,) = client.run(os.getpid).values()
         assert os.getsid(pid) != os.getsid(0) and os.getpgid(pid) != os.getpgrp()
+
+
+@pytest.mark.slow
+def test_a_local_worker_killed_mid_sweep_is_started_again_and_the_sweep_finishes(tmp_path):
+    """The local worker runs without a Nanny (one interpreter start less); its handle starts
+    it again when it dies, as the Nanny did, and the points it was running run again."""
+    from distributed import Client
+
+    from sweep.cluster import local_cluster
+
+    with local_cluster(threads=2, dashboard="127.0.0.1:0") as cluster, Client(cluster) as client:
+        (pid,) = client.run(os.getpid).values()
+        ds, _, _ = kill_the_worker_mid_sweep(client, tmp_path)
+        (worker,) = cluster.workers.values()
+        assert worker.restarts == 1
+        (new_pid,) = client.run(os.getpid).values()
+        assert new_pid != pid
+    assert list(ds["status"].values) == ["done"] * 4
+    assert list(ds["value"].values) == [0.0, 1.0, 2.0, 3.0]

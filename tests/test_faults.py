@@ -1,12 +1,10 @@
 """Faults injected for real: each one fails its point only, and the sweep and worker go on."""
 
-import glob
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import numpy as np
@@ -16,7 +14,7 @@ import yaml
 
 from sweep import Sweep, open_results
 from sweep.errors import SweepWarning
-from tests.conftest import JOBS, ROOT, cli_submit
+from tests.conftest import JOBS, ROOT, cli_submit, kill_the_worker_mid_sweep
 
 
 def worker_pids(client) -> set[int]:
@@ -88,8 +86,6 @@ def test_worker_killed_mid_job_is_rescheduled_without_orphans_or_double_records(
 
     from distributed import Client, LocalCluster
 
-    markers = tmp_path / "markers"
-    markers.mkdir()
     with (
         LocalCluster(
             n_workers=1,
@@ -101,35 +97,13 @@ def test_worker_killed_mid_job_is_rescheduled_without_orphans_or_double_records(
         ) as cluster,
         Client(cluster) as client,
     ):
-        result = {}
-        s = Sweep(
-            f"{JOBS}:marked",
-            {"grid": {"x": [0, 1, 2, 3]}, "fixed": {"folder": str(markers), "seconds": 2.0}},
-            output=tmp_path / "w.zarr",
-        )
-        t = threading.Thread(target=lambda: result.update(ds=s.run(client=client, progress=False)))
-        t.start()
-        deadline = time.monotonic() + 60
-        while not glob.glob(str(markers / "start-*")):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        (worker_pid,) = worker_pids(client)
-        victims = psutil.Process(worker_pid).children(recursive=True)
-        assert victims, "the worker should have capped children"
-        os.kill(worker_pid, signal.SIGKILL)
-        _, alive = psutil.wait_procs(victims, timeout=15)
-        assert not alive, "children outlived their worker"
-        t.join(180)
-        assert not t.is_alive()
-    ds = result["ds"]
+        ds, victims, markers = kill_the_worker_mid_sweep(client, tmp_path)
     assert (ds["status"] == "done").all()
     starts = sorted(os.listdir(markers))
     assert len(starts) > 4  # the killed point(s) started again on the new worker
-    killed = {
-        int(name.split("-")[1]) for name in starts if int(name.split("-")[2]) in {v.pid for v in victims}
-    }
+    killed = {int(name.split("-")[1]) for name in starts if int(name.split("-")[2]) in victims}
     for x in killed:
-        assert ds["pid"].values[x] not in {v.pid for v in victims}  # recorded once, from the rerun
+        assert ds["pid"].values[x] not in victims  # recorded once, from the rerun
     assert list(ds["value"].values) == [0.0, 1.0, 2.0, 3.0]
 
 
@@ -161,6 +135,10 @@ def test_a_writer_killed_mid_write_never_leaves_a_done_point_with_partial_data(t
     counts = []
     for _ in range(4):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(out), str(JOBS)], cwd=ROOT)
+        deadline = time.monotonic() + 60  # the first writer creates the store (imports and all)
+        while not (out / "zarr.json").exists() and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         time.sleep(1.5 + rng.random())
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -150,3 +150,47 @@ def test_a_notebook_callable_is_sent_by_value(client, tmp_path):
         client=client, progress=False
     )
     assert list(ds["b"].values) == [3.0, 6.0]
+
+
+def test_a_new_store_opens_while_the_local_cluster_starts(tmp_path):
+    """A new store on the local default is created in a thread while the cluster starts in the
+    caller's: both are ready before the first submit, and the store was written by another thread."""
+    s = Sweep(
+        f"{JOBS}:square",
+        {"grid": {"x": [1.0, 2.0]}},
+        output=tmp_path / "o.zarr",
+        cluster={"dashboard": "127.0.0.1:0"},
+    )
+    ds = s.run(progress=False)
+    assert list(ds["y"].values) == [1.0, 4.0]
+    assert max(s.timeline["store"], s.timeline["cluster"]) <= s.timeline["first_submit"]
+    assert s.timeline["store"] > 0 and s.timeline["cluster"] > 0
+
+
+def test_a_store_that_cannot_be_opened_beside_the_cluster_closes_the_cluster(tmp_path, monkeypatch):
+    """The store's error is raised once the cluster it was opened beside has been closed: no
+    local worker is left, and no store thread. (The disk fills while the skeleton is written:
+    tests/test_faults.py does it with a real full disk, as root.)"""
+    import errno
+    import threading
+
+    import sweep.store
+    from sweep.store import StoreFull
+
+    def full(*args):
+        time.sleep(0.5)  # the cluster is starting meanwhile
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sweep.store, "_build", full)
+    s = Sweep(
+        f"{JOBS}:square",
+        {"grid": {"x": [1.0]}},
+        output=tmp_path / "o.zarr",
+        cluster={"dashboard": "127.0.0.1:0"},
+    )
+    with pytest.raises(StoreFull, match="nothing ran"):
+        s.run(progress=False)
+    me = psutil.Process()
+    assert not [c for c in me.children(recursive=True) if "sweep.localworker" in " ".join(c.cmdline())]
+    assert not [t for t in threading.enumerate() if t.name.startswith("sweep-store")]
+    assert "cluster" in s.timeline  # it had started
