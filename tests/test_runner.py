@@ -188,9 +188,14 @@ def test_a_store_that_cannot_be_opened_beside_the_cluster_closes_the_cluster(tmp
         output=tmp_path / "o.zarr",
         cluster={"dashboard": "127.0.0.1:0"},
     )
+
+    def local_workers() -> set[int]:  # the session's cluster (fixture `client`) may have one
+        me = psutil.Process()
+        return {c.pid for c in me.children(recursive=True) if "sweep.localworker" in " ".join(c.cmdline())}
+
+    before = local_workers()
     with pytest.raises(StoreFull, match="nothing ran"):
         s.run(progress=False)
-    me = psutil.Process()
-    assert not [c for c in me.children(recursive=True) if "sweep.localworker" in " ".join(c.cmdline())]
+    assert local_workers() == before
     assert not [t for t in threading.enumerate() if t.name.startswith("sweep-store")]
     assert "cluster" in s.timeline  # it had started
