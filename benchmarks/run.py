@@ -20,14 +20,19 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+# sweep writes a new store's skeleton with dask.array and xarray: imported once here, not in the
+# first contender's clock (as joblib is)
+import dask.array  # noqa: E402, F401
 import jobs  # noqa: E402  (benchmarks/jobs.py)
 import parsl_htex  # noqa: E402  (benchmarks/parsl_htex.py)
+import xarray  # noqa: E402, F401
 from adaptive import bench_search  # noqa: E402  (benchmarks/adaptive.py)
 from distributed import Client, LocalCluster  # noqa: E402
 from first_result import bench_first_result  # noqa: E402  (benchmarks/first_result.py)
@@ -64,12 +69,11 @@ def run_sweep(
     fixed: dict,
     cache: str | None = None,
     job_file: Path = JOBS,
-    single_s: float | None = None,
-    splits: list[dict[str, float]] | None = None,
+    splits: list[Callable[[float], dict[str, float]]] | None = None,
 ) -> float:
     """Wall of a sweep of n points on a fresh cluster (clock: run only), with a fresh compile
-    cache or the given one. With ``single_s`` (one job alone on a warm core), where the wall
-    went (:func:`split_wall`) is appended to ``splits``."""
+    cache or the given one. With ``splits``, where the wall went is appended to it, as a
+    function of the time of one job alone on a warm core (:func:`split_wall`)."""
     with cluster() as c, Client(c) as client, tempfile.TemporaryDirectory() as tmp:
         child = {"compile_cache": cache or f"{tmp}/cache"}
         s = Sweep(
@@ -82,8 +86,8 @@ def run_sweep(
         ds = s.run(client=client, progress=False)
         wall = time.perf_counter() - t0
         assert int((ds["status"] == "done").sum()) == n, ds["error"].values
-        if single_s is not None and splits is not None:
-            splits.append(split_wall(ds, epoch0, epoch0 + wall, single_s))
+        if splits is not None:
+            splits.append(partial(split_wall, ds, epoch0, epoch0 + wall))
     return wall
 
 
@@ -239,24 +243,58 @@ def bench_compile_heavy(repeat: int, n: int) -> dict:
     )
 
 
-def bench_efficiency(repeat: int, n: int, steps: int) -> dict:
-    child = Child((0,), ChildConfig())
+def _alone_and_side_by_side(steps: int, repeat: int) -> tuple[list[float], list[float]]:
+    """Wall of ``fixed_work`` in a warm sweep child alone on core 0, and of each of CORES such
+    children running it at once, one per core (no Dask, no client: the machine's own cost of
+    running jobs side by side, which no orchestrator can take away)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     ref = JobRef("file", str(JOBS), "fixed_work")
+    children = [Child((c,), ChildConfig()) for c in range(CORES)]
+    alone: list[float] = []
+    paired: list[float] = []
     try:
-        child.run(ref, {"steps": 1})  # import and compile outside the timing
-        single = median([child.run(ref, {"steps": steps, "seed": i}).wall_s for i in range(3)])
+        for child in children:
+            child.run(ref, {"steps": 1})  # import and compile outside the timing
+        for i in range(repeat):
+            alone.append(children[0].run(ref, {"steps": steps, "seed": i}).wall_s)
+            with ThreadPoolExecutor(CORES) as pool:
+                paired.extend(
+                    pool.map(
+                        lambda c, seed: c.run(ref, {"steps": steps, "seed": seed}).wall_s,
+                        children,
+                        [i] * CORES,
+                    )
+                )
     finally:
-        child.kill()
-    ideal = n * single / CORES
+        for child in children:
+            child.kill()
+    return alone, paired
+
+
+def bench_efficiency(repeat: int, n: int, steps: int) -> dict:
+    """(n jobs' time alone on one warm core / cores) / wall. The time alone is the median of
+    runs before and after the contenders (the machine drifts); the side-by-side figure says
+    what the same jobs cost when every core runs one at once, without any orchestrator."""
+    alone, paired = _alone_and_side_by_side(steps, 3)
     walls, loky, parsl = [], [], []
-    splits: list[dict[str, float]] = []
+    splitters: list[Callable[[float], dict[str, float]]] = []
     for _ in range(repeat):
-        walls.append(run_sweep("fixed_work", n, {"steps": steps}, single_s=single, splits=splits))
+        walls.append(run_sweep("fixed_work", n, {"steps": steps}, splits=splitters))
         loky.append(run_loky("fixed_work", n, {"steps": steps}))
         parsl.append(run_parsl("fixed_work", n, {"steps": steps}))
+    after, paired_after = _alone_and_side_by_side(steps, 3)
+    alone, paired = alone + after, paired + paired_after
+    single = median(alone)
+    ideal = n * single / CORES
+    splits = [split(single) for split in splitters]
     return {
         "jobs": n,
         "single_core_job_s": single,
+        "single_core_job_runs": alone,
+        "side_by_side_job_s": median(paired),
+        "side_by_side_job_runs": paired,
+        "ceiling": single / median(paired),
         "sweep_wall_s": median(walls),
         "efficiency": ideal / median(walls),
         "loky_wall_s": median(loky),
@@ -384,6 +422,11 @@ def table(results: dict) -> str:
         if sp:
             parts = ", ".join(f"{k} {v:.2f}" for k, v in sp.items() if k != "cores")
             lines.append(f"| efficiency: sweep's wall, s per core (medians) | {parts} | |")
+        if "ceiling" in e:
+            lines.append(
+                f"| efficiency: a job alone {e['single_core_job_s']:.2f} s, one per core at once "
+                f"{e['side_by_side_job_s']:.2f} s, so at most {e['ceiling']:.3f} | | |"
+            )
     i = results.get("invrs")
     if i:
         lines.append(

@@ -66,6 +66,9 @@ NANNY_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MAL
 MULTIPLYING_FLAGS = ("--xla_force_host_platform_device_count",)
 MULTIPLYING_VARS = ("JAX_NUM_CPU_DEVICES",)
 SAMPLE_S = 0.1
+# How often the sampler looks for the processes a job started: finding them reads every
+# process's /proc entry (a node's thousands), their threads and memory are read every SAMPLE_S.
+SCAN_S = 0.5
 MIN_XLA_THREADS = 2  # XLA's client pool never below this (host callbacks deadlock with 1)
 STACKS_SIGNAL = signal.SIGUSR1  # the child dumps its Python threads' stacks on it (faulthandler)
 STACKS_WAIT_S = 1.0
@@ -212,6 +215,8 @@ class Child:
             os.close(rep_w)
         self.pid = self.proc.pid
         self._ps = psutil.Process(self.pid)
+        self._tree: list[psutil.Process] = []  # the job's processes at the last scan
+        self._scanned = -math.inf
         if not self._wait_readable(START_TIMEOUT_S):
             self.kill()
             raise ChildDied(f"child did not start within {START_TIMEOUT_S:.0f} s", self.log_tail())
@@ -504,14 +509,18 @@ class Child:
 
     def _sample(self) -> tuple[int, int, float]:
         """Threads, RSS and CPU seconds (user + system, as far as the tree's processes are
-        still alive) of the child's whole process tree now."""
+        still alive) of the child's whole process tree now: the child's own every call, the
+        processes its job started as found by the last scan (at most SCAN_S old)."""
         threads = rss = 0
         cpu = 0.0
-        try:
-            procs = [self._ps, *self._ps.children(recursive=True)]
-        except psutil.Error:
-            return 0, 0, 0.0
-        for p in procs:
+        now = time.monotonic()
+        if now - self._scanned >= SCAN_S:
+            try:
+                self._tree = self._ps.children(recursive=True)
+            except psutil.Error:
+                return 0, 0, 0.0
+            self._scanned = now
+        for p in [self._ps, *self._tree]:
             try:
                 with p.oneshot():
                     threads += p.num_threads()

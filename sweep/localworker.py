@@ -129,8 +129,12 @@ def _die_with_parent() -> None:
 
 
 async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int) -> None:
+    import dask.config
     from distributed import Worker
 
+    # Dask's statistical profiler samples the task threads 100 times a second; here they only
+    # wait on the jobs' children, so it would profile nothing and cost the jobs CPU
+    dask.config.set({"distributed.worker.profile.enabled": False})
     n = int(options["nthreads"])
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

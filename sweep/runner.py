@@ -46,6 +46,9 @@ from sweep.storelock import locked
 from sweep.window import Window
 from sweep.writer import ResultWriter
 
+# The client looks for results every POLL_MIN_S while they come, backing off to POLL_MAX_S
+# when none does (a job's next task is queued on its worker already: the wait costs no core).
+POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
 RUNNING_EVERY_S = 2.0  # how often a running sweep tells `sweep status` its running points
 REFILL_EVERY_S = 2.0  # how often the window is topped up besides when points finish
 SEARCH_QUEUE = 2  # a search's trials in flight beyond the cluster's job slots
@@ -470,6 +473,7 @@ class Sweep:
         self._mark("first_submit")
         done = as_completed(window.fill(), with_results=True, raise_errors=False)
         published = filled = time.monotonic()
+        idle_s = POLL_MIN_S
         try:
             while not done.is_empty():
                 self._prune(client, window)
@@ -496,8 +500,11 @@ class Sweep:
                         done.add(future)
                 if writer.due() or done.is_empty():
                     writer.flush()
-                elif not batch:
-                    time.sleep(0.01)
+                elif not batch:  # no result: look again later, less often the longer none comes
+                    time.sleep(idle_s)
+                    idle_s = min(POLL_MAX_S, idle_s * 1.5)
+                if batch:
+                    idle_s = POLL_MIN_S
         except BaseException:
             client.cancel(list(window.in_flight))
             raise
