@@ -197,6 +197,7 @@ class Sweep:
         self.stats = {"points_run": 0, "store_s": 0.0}
         self.timeline = {}
         self._search_stopped = None
+        self._pool_client: Client | None = None
         self._cancel = cancel or threading.Event()
         k = self.recipe.resources.threads
         if client is None:
@@ -226,6 +227,8 @@ class Sweep:
         if client is None and self._opens_beside_cluster(force):
             self._open_beside_cluster(force, keep_done, only_failed, progress, on_start)
         else:
+            if client is not None:
+                self._set_up_pool(client)
             with self._open_store(force, keep_done) as store:
                 self._work(store, client, only_failed, progress, on_start)
         ds = open_results(self.output)
@@ -260,12 +263,29 @@ class Sweep:
             try:
                 with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
                     self._mark("cluster")
+                    self._set_up_pool(own)
                     with opening.result() as store:
                         self._work(store, own, only_failed, progress, on_start)
             finally:
                 wait([opening])
                 if opening.exception() is None:
                     opening.result().close()  # released already unless the cluster failed
+
+    def _set_up_pool(self, client: Client) -> None:
+        """Register the core pool on ``client``'s workers and have them start warming this
+        recipe's children (``child.prewarm``), once per run: as soon as a client is there, so
+        the children start while the store opens and the sweep is set up."""
+        if self._pool_client is client:
+            return
+        level = logging.getLogger("sweep").getEffectiveLevel()
+        config = plan.child_config(self.recipe)
+        warm = (self.recipe.resources.threads, config, self.recipe.child.max_jobs)
+        client.register_plugin(
+            CorePool(log_level=level, warm=warm if self.recipe.child.prewarm else None), name=CorePool.name
+        )
+        if self.recipe.child.prewarm:  # a pool registered before (its children are warm, or warm now)
+            client.run(on_pool, "prewarm", *warm)
+        self._pool_client = client
 
     def _open_store(self, force: bool, keep_done: bool) -> Store:
         store = Store.open(self.output, self.loaded, force=force, keep_done=keep_done)
@@ -363,14 +383,8 @@ class Sweep:
         on_start: Callable[[Client], None] | None,
     ) -> None:
         self._mark("cluster")
-        level = logging.getLogger("sweep").getEffectiveLevel()
+        self._set_up_pool(client)
         config = plan.child_config(self.recipe)
-        warm = (self.recipe.resources.threads, config, self.recipe.child.max_jobs)
-        client.register_plugin(
-            CorePool(log_level=level, warm=warm if self.recipe.child.prewarm else None), name=CorePool.name
-        )
-        if self.recipe.child.prewarm:  # a pool registered before (its children are warm, or warm now)
-            client.run(on_pool, "prewarm", *warm)
         client.register_plugin(SweepPage(), name=SweepPage.name)
         if on_start is not None:
             on_start(client)
