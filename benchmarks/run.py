@@ -243,27 +243,29 @@ def bench_compile_heavy(repeat: int, n: int) -> dict:
     )
 
 
-def _alone_and_side_by_side(steps: int, repeat: int) -> tuple[list[float], list[float]]:
-    """Wall of ``fixed_work`` in a warm sweep child alone on core 0, and of each of CORES such
-    children running it at once, one per core (no Dask, no client: the machine's own cost of
-    running jobs side by side, which no orchestrator can take away)."""
+def _alone_and_side_by_side(
+    ref: JobRef, fixed: dict, warm_up: dict, repeat: int
+) -> tuple[list[float], list[float]]:
+    """Wall of the job ``ref(seed=i, **fixed)`` in a warm sweep child alone on core 0, and of
+    each of CORES such children running it at once, one per core (no Dask, no client: the
+    machine's own cost of running jobs side by side, which no orchestrator can take away).
+    Each child first runs ``ref(**warm_up)``, outside the timing (imports, compiles), with a
+    compile cache of their own, as a sweep's children have."""
     from concurrent.futures import ThreadPoolExecutor
 
-    ref = JobRef("file", str(JOBS), "fixed_work")
-    children = [Child((c,), ChildConfig()) for c in range(CORES)]
+    cache = tempfile.mkdtemp(prefix="sweep-bench-alone-")
+    children = [Child((c,), ChildConfig(compile_cache=cache)) for c in range(CORES)]
     alone: list[float] = []
     paired: list[float] = []
     try:
         for child in children:
-            child.run(ref, {"steps": 1})  # import and compile outside the timing
+            child.run(ref, warm_up)
         for i in range(repeat):
-            alone.append(children[0].run(ref, {"steps": steps, "seed": i}).wall_s)
+            alone.append(children[0].run(ref, {**fixed, "seed": i}).wall_s)
             with ThreadPoolExecutor(CORES) as pool:
                 paired.extend(
                     pool.map(
-                        lambda c, seed: c.run(ref, {"steps": steps, "seed": seed}).wall_s,
-                        children,
-                        [i] * CORES,
+                        lambda c, seed: c.run(ref, {**fixed, "seed": seed}).wall_s, children, [i] * CORES
                     )
                 )
     finally:
@@ -276,14 +278,15 @@ def bench_efficiency(repeat: int, n: int, steps: int) -> dict:
     """(n jobs' time alone on one warm core / cores) / wall. The time alone is the median of
     runs before and after the contenders (the machine drifts); the side-by-side figure says
     what the same jobs cost when every core runs one at once, without any orchestrator."""
-    alone, paired = _alone_and_side_by_side(steps, 3)
+    ref = JobRef("file", str(JOBS), "fixed_work")
+    alone, paired = _alone_and_side_by_side(ref, {"steps": steps}, {"steps": 1}, 3)
     walls, loky, parsl = [], [], []
     splitters: list[Callable[[float], dict[str, float]]] = []
     for _ in range(repeat):
         walls.append(run_sweep("fixed_work", n, {"steps": steps}, splits=splitters))
         loky.append(run_loky("fixed_work", n, {"steps": steps}))
         parsl.append(run_parsl("fixed_work", n, {"steps": steps}))
-    after, paired_after = _alone_and_side_by_side(steps, 3)
+    after, paired_after = _alone_and_side_by_side(ref, {"steps": steps}, {"steps": 1}, 3)
     alone, paired = alone + after, paired + paired_after
     single = median(alone)
     ideal = n * single / CORES
@@ -318,9 +321,13 @@ CAPPED_BLAS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THR
 def bench_invrs(repeat: int, n: int, steps: int) -> dict:
     """invrs-gym optimisations (``recipes/jobs/invrs.py``, the lightweight waveguide bend, L-BFGS-B)."""
     fixed = {"steps": steps}
-    return compare(
+    ref = JobRef("file", str(INVRS), "optimize")
+    alone, paired = _alone_and_side_by_side(ref, fixed, {"steps": 2}, 2)
+    single = median(alone)
+    splitters: list[Callable[[float], dict[str, float]]] = []
+    out = compare(
         {
-            "sweep": lambda: run_sweep("optimize", n, fixed, job_file=INVRS),
+            "sweep": lambda: run_sweep("optimize", n, fixed, job_file=INVRS, splits=splitters),
             "loky": lambda: run_loky("optimize", n, fixed, job_file=INVRS, env=CAPPED_BLAS),
             "parsl": lambda: run_parsl(
                 "optimize", n, fixed, job_file=INVRS, env={**CAPPED_BLAS, "NPROC": "2", "PJRT_NPROC": "2"}
@@ -328,6 +335,16 @@ def bench_invrs(repeat: int, n: int, steps: int) -> dict:
         },
         repeat,
     )
+    splits = [split(single) for split in splitters]
+    return {
+        **out,
+        "single_core_job_s": single,
+        "single_core_job_runs": alone,
+        "side_by_side_job_s": median(paired),
+        "side_by_side_job_runs": paired,
+        "sweep_split": {k: median([sp[k] for sp in splits]) for k in splits[0]},
+        "sweep_splits": splits,
+    }
 
 
 def bench_overhead(repeat: int, points: int) -> dict:
@@ -435,6 +452,12 @@ def table(results: dict) -> str:
             f"Parsl HTEX {i['parsl_s']:.1f} s (sweep {i['sweep_s'] / i['parsl_s']:.2f}x) "
             "| <= 0.8x loky, <= 1.0x Parsl |"
         )
+        if "sweep_split" in i:
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in i["sweep_split"].items() if k != "cores")
+            lines.append(
+                f"| invrs-gym: a run alone {i['single_core_job_s']:.2f} s, one per core at once "
+                f"{i['side_by_side_job_s']:.2f} s; sweep's wall, s per core (medians) | {parts} | |"
+            )
     f = results.get("first_result")
     if f:
         parts = ", ".join(

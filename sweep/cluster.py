@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import dask.config
 from distributed import Client, Scheduler, SpecCluster
 
 from sweep import jobqueue
 from sweep.errors import SweepError, SweepWarning
-from sweep.localworker import LocalWorker
+from sweep.localworker import QUIET, LocalWorker
 from sweep.recipe import ClusterSettings
 from sweep.submissions import SubmissionWatch
 
@@ -74,7 +75,7 @@ def local_cluster(threads: int | None = None, dashboard: str = "127.0.0.1:8787")
         "options": {"host": "127.0.0.1", "port": 0, "dashboard_address": dashboard},
     }
     worker = {"cls": LocalWorker, "options": {"nthreads": n}}
-    with _sigint_deferred():
+    with _sigint_deferred(), dask.config.set(QUIET):  # read as the scheduler starts
         return SpecCluster(
             scheduler=scheduler, workers={0: worker}, name="sweep-local", silence_logs=logging.ERROR
         )

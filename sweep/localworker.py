@@ -34,6 +34,18 @@ from distributed.deploy.spec import ProcessInterface
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
+# Dask's periodic work in the local scheduler and worker, slowed down: these processes share the
+# node's cores with the jobs, and at Dask's defaults they take about 7% of one core while idle
+# (3.7% so; benchmarks/README.md). The system monitor feeds the dashboard's system plots; the
+# memory monitor watches the worker's own memory (the jobs' is the pool's limit); the tick
+# detects a blocked event loop. Dask's profiler samples the task threads 100 times a second,
+# which here only wait on the jobs' children: it is off.
+QUIET = {
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.tick.interval": "500ms",
+    "distributed.worker.profile.enabled": False,
+}
 
 
 class LocalWorker(ProcessInterface):
@@ -132,9 +144,7 @@ async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int) -> None
     import dask.config
     from distributed import Worker
 
-    # Dask's statistical profiler samples the task threads 100 times a second; here they only
-    # wait on the jobs' children, so it would profile nothing and cost the jobs CPU
-    dask.config.set({"distributed.worker.profile.enabled": False})
+    dask.config.set(QUIET)
     n = int(options["nthreads"])
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

@@ -240,3 +240,22 @@ def test_a_local_worker_killed_mid_sweep_is_started_again_and_the_sweep_finishes
         assert new_pid != pid
     assert list(ds["status"].values) == ["done"] * 4
     assert list(ds["value"].values) == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_the_local_clusters_periodic_housekeeping_is_slowed_and_the_profiler_off():
+    """The local scheduler and worker share the cores with the jobs: their system monitor runs
+    every 2 s, the worker's memory monitor every 1 s, the tick every 0.5 s, no profiler."""
+    from distributed import Client
+
+    from sweep.cluster import local_cluster
+
+    def intervals(dask_worker=None, dask_scheduler=None):
+        server = dask_worker or dask_scheduler
+        return {name: pc.callback_time for name, pc in server.periodic_callbacks.items()}
+
+    with local_cluster(threads=1, dashboard="127.0.0.1:0") as cluster, Client(cluster) as client:
+        scheduler = client.run_on_scheduler(intervals)
+        (worker,) = client.run(intervals).values()
+    assert scheduler["monitor"] == 2000 and scheduler["tick"] == 500
+    assert worker["monitor"] == 2000 and worker["tick"] == 500 and worker["memory_monitor"] == 1000
+    assert "profile" not in worker and "profile-cycle" not in worker
