@@ -164,11 +164,22 @@ async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int) -> None
         )
 
 
+class HeartbeatRace(logging.Filter):
+    """Drops Dask's "Failed to communicate with scheduler during heartbeat" traceback: the
+    worker logs it (at ERROR) when a heartbeat meets the scheduler closing at the end of a
+    sweep, and otherwise just sends the next heartbeat. This process's stderr is the user's
+    terminal, where a traceback after a sweep that went well reads as a failure."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to communicate with scheduler during heartbeat")
+
+
 def main(argv: list[str]) -> int:
     _die_with_parent()
     scheduler, text, ready_fd = argv
     options = json.loads(text)
     logging.getLogger("distributed").setLevel(options.get("silence_logs", logging.ERROR))
+    logging.getLogger("distributed.worker").addFilter(HeartbeatRace())
     asyncio.run(_serve(scheduler, options, int(ready_fd)))
     return 0
 

@@ -259,3 +259,18 @@ def test_the_local_clusters_periodic_housekeeping_is_slowed_and_the_profiler_off
     assert scheduler["monitor"] == 2000 and scheduler["tick"] == 500
     assert worker["monitor"] == 2000 and worker["tick"] == 500 and worker["memory_monitor"] == 1000
     assert "profile" not in worker and "profile-cycle" not in worker
+
+
+def test_the_local_workers_heartbeat_race_at_shutdown_is_not_printed():
+    """Found in a benchmark run: a heartbeat meeting the scheduler's close printed a traceback
+    on the user's terminal after a sweep that went well."""
+    import logging
+
+    from sweep.localworker import HeartbeatRace
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, msg, None, None)
+
+    race = HeartbeatRace()
+    assert not race.filter(record("Failed to communicate with scheduler during heartbeat."))
+    assert race.filter(record("Unexpected exception during heartbeat. Closing worker."))
