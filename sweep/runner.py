@@ -31,7 +31,7 @@ from typing import Any, cast
 from distributed import Client, as_completed
 
 from sweep import driver, events, limits, plan, provenance, search
-from sweep.child import multipliers
+from sweep.child import ChildConfig, multipliers
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
@@ -198,6 +198,7 @@ class Sweep:
         self.timeline = {}
         self._search_stopped = None
         self._pool_client: Client | None = None
+        self._child_config: ChildConfig | None = None
         self._cancel = cancel or threading.Event()
         k = self.recipe.resources.threads
         if client is None:
@@ -271,14 +272,18 @@ class Sweep:
                 if opening.exception() is None:
                     opening.result().close()  # released already unless the cluster failed
 
-    def _set_up_pool(self, client: Client) -> None:
+    def _set_up_pool(self, client: Client) -> ChildConfig:
         """Register the core pool on ``client``'s workers and have them start warming this
         recipe's children (``child.prewarm``), once per run: as soon as a client is there, so
-        the children start while the store opens and the sweep is set up."""
+        the children start while the store opens and the sweep is set up. Returns the
+        children's settings (made once per run: making them checks the compile cache, and
+        warns once if it can't be written)."""
+        if self._child_config is None:
+            self._child_config = plan.child_config(self.recipe)
+        config = self._child_config
         if self._pool_client is client:
-            return
+            return config
         level = logging.getLogger("sweep").getEffectiveLevel()
-        config = plan.child_config(self.recipe)
         warm = (self.recipe.resources.threads, config, self.recipe.child.max_jobs)
         client.register_plugin(
             CorePool(log_level=level, warm=warm if self.recipe.child.prewarm else None), name=CorePool.name
@@ -286,6 +291,7 @@ class Sweep:
         if self.recipe.child.prewarm:  # a pool registered before (its children are warm, or warm now)
             client.run(on_pool, "prewarm", *warm)
         self._pool_client = client
+        return config
 
     def _open_store(self, force: bool, keep_done: bool) -> Store:
         store = Store.open(self.output, self.loaded, force=force, keep_done=keep_done)
@@ -383,8 +389,7 @@ class Sweep:
         on_start: Callable[[Client], None] | None,
     ) -> None:
         self._mark("cluster")
-        self._set_up_pool(client)
-        config = plan.child_config(self.recipe)
+        config = self._set_up_pool(client)
         client.register_plugin(SweepPage(), name=SweepPage.name)
         if on_start is not None:
             on_start(client)
