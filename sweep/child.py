@@ -396,6 +396,7 @@ class Child:
         """
         self.jobs_run += 1
         self.attempt = attempt
+        self._tree, self._scanned = [], -math.inf  # the last job's processes are gone
         self._log_bytes = limits.log_bytes
         os.truncate(self.log_path, 0)
         record = PointRecord(index=(), cores=self.cores, pid=self.pid, started=time.time())
