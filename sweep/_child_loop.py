@@ -168,12 +168,32 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     return JobDone(outputs, metrics, unrestorable, pruned=_pruned)
 
 
+def _line_buffered() -> None:
+    """The job's stdout and stderr go to the log file line by line, whatever PYTHONUNBUFFERED
+    says (a file is block-buffered by default): ``sweep logs --follow`` sees each line as it is
+    printed."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(line_buffering=True)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a job that closed or broke its stream
+            pass
+
+
 def serve(fd_in: int, fd_out: int) -> int:
     """Answer requests until Exit or until the parent closes the pipe; returns the exit code."""
     global _report_fd, _request_fd
     _report_fd, _request_fd = fd_out, fd_in
     isolation.start()
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # the parent asks for stacks on a stall
+    _line_buffered()
     send(fd_out, Ready(os.getpid()))
     while True:
         try:
@@ -185,6 +205,7 @@ def serve(fd_in: int, fd_out: int) -> int:
         if isinstance(request, Prune):  # for a job that has ended meanwhile
             continue
         reply: JobDone | JobFailed = run_one(request)
+        _flush()  # what the job printed is in the log file before the parent reads it
         try:
             send(fd_out, reply)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:

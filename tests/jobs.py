@@ -312,6 +312,13 @@ def failing_import(folder: str) -> dict:
     return {"value": 1.0}
 
 
+def unflushed(x: int) -> dict:
+    """Prints as a plain script does: no flush, to stdout and stderr."""
+    print(f"plain print from {x}")
+    print(f"plain warning from {x}", file=sys.stderr)
+    return {"value": float(x)}
+
+
 def chatty(x: int, fail: int = -1, y: str = "") -> dict:
     """Prints to stdout and stderr, then fails when x == fail."""
     print(f"hello from {x}", flush=True)

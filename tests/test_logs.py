@@ -51,6 +51,20 @@ def test_logs_of_a_point_that_succeeded_and_of_every_attempt_of_one_that_failed(
     assert text.count("==> point") == 8  # (1 + 2 + 1 attempts) x 2
 
 
+def test_what_a_job_printed_without_flushing_is_kept(client, tmp_path, capsys):
+    """Found trying the tool as a user: a job's plain `print` (a file is block-buffered) was
+    still in the child's buffer when the point ended, and `sweep logs` said it printed nothing."""
+    from sweep import Sweep
+
+    out = tmp_path / "plain.zarr"
+    # as in a user's shell: no PYTHONUNBUFFERED (which hid this where it is set, as in CI)
+    child = {"env": {"PYTHONUNBUFFERED": ""}}
+    s = Sweep(f"{JOBS}:unflushed", {"grid": {"x": [0, 1]}}, output=out, child=child)
+    s.run(client=client, progress=False)
+    rc, text = logs(capsys, str(out), "--where", "x=1")
+    assert rc == 0 and "plain print from 1" in text and "plain warning from 1" in text, text
+
+
 def test_logs_where_names_the_axes_on_a_typo(client, tmp_path, capsys):
     out = run_chatty(tmp_path, capsys)
     rc = main(["logs", str(out), "--where", "z=1"])
