@@ -63,13 +63,17 @@ def median(xs: list[float]) -> float:
 
 
 # -- contenders ------------------------------------------------------------------------------
+# where a sweep's wall went, given one job's time alone (split_wall, bound to a run)
+Splitter = Callable[[float], dict[str, float]]
+
+
 def run_sweep(
     job: str,
     n: int,
     fixed: dict,
     cache: str | None = None,
     job_file: Path = JOBS,
-    splits: list[Callable[[float], dict[str, float]]] | None = None,
+    splits: list[Splitter] | None = None,
 ) -> float:
     """Wall of a sweep of n points on a fresh cluster (clock: run only), with a fresh compile
     cache or the given one. With ``splits``, where the wall went is appended to it, as a
@@ -274,42 +278,49 @@ def _alone_and_side_by_side(
     return alone, paired
 
 
-def bench_efficiency(repeat: int, n: int, steps: int) -> dict:
-    """(n jobs' time alone on one warm core / cores) / wall. The time alone is the median of
-    runs before and after the contenders (the machine drifts); the side-by-side figure says
-    what the same jobs cost when every core runs one at once, without any orchestrator."""
-    ref = JobRef("file", str(JOBS), "fixed_work")
-    alone, paired = _alone_and_side_by_side(ref, {"steps": steps}, {"steps": 1}, 3)
-    walls, loky, parsl = [], [], []
-    splitters: list[Callable[[float], dict[str, float]]] = []
-    for _ in range(repeat):
-        walls.append(run_sweep("fixed_work", n, {"steps": steps}, splits=splitters))
-        loky.append(run_loky("fixed_work", n, {"steps": steps}))
-        parsl.append(run_parsl("fixed_work", n, {"steps": steps}))
-    after, paired_after = _alone_and_side_by_side(ref, {"steps": steps}, {"steps": 1}, 3)
+def _against_time_alone(
+    ref: JobRef, fixed: dict, warm_up: dict, runs: int, contenders: Callable[[list[Splitter]], dict]
+) -> dict:
+    """``contenders(splitters)`` run between two measurements of the job alone and side by
+    side (:func:`_alone_and_side_by_side`, ``runs`` each: the machine drifts during a
+    benchmark), and sweep's walls split against the median time alone (:func:`split_wall`)."""
+    alone, paired = _alone_and_side_by_side(ref, fixed, warm_up, runs)
+    splitters: list[Splitter] = []
+    out = contenders(splitters)
+    after, paired_after = _alone_and_side_by_side(ref, fixed, warm_up, runs)
     alone, paired = alone + after, paired + paired_after
     single = median(alone)
-    ideal = n * single / CORES
     splits = [split(single) for split in splitters]
     return {
-        "jobs": n,
+        **out,
         "single_core_job_s": single,
         "single_core_job_runs": alone,
         "side_by_side_job_s": median(paired),
         "side_by_side_job_runs": paired,
-        "ceiling": single / median(paired),
-        "sweep_wall_s": median(walls),
-        "efficiency": ideal / median(walls),
-        "loky_wall_s": median(loky),
-        "loky_efficiency": ideal / median(loky),
-        "parsl_wall_s": median(parsl),
-        "parsl_efficiency": ideal / median(parsl),
         "sweep_split": {k: median([sp[k] for sp in splits]) for k in splits[0]},
         "sweep_splits": splits,
-        "walls": walls,
-        "loky_walls": loky,
-        "parsl_walls": parsl,
     }
+
+
+def bench_efficiency(repeat: int, n: int, steps: int) -> dict:
+    """(n jobs' time alone on one warm core / cores) / wall; the time alone and the machine's
+    side-by-side cost as :func:`_against_time_alone` measures them."""
+    fixed = {"steps": steps}
+
+    def contenders(splitters: list[Splitter]) -> dict:
+        walls, loky, parsl = [], [], []
+        for _ in range(repeat):
+            walls.append(run_sweep("fixed_work", n, fixed, splits=splitters))
+            loky.append(run_loky("fixed_work", n, fixed))
+            parsl.append(run_parsl("fixed_work", n, fixed))
+        return {"walls": walls, "loky_walls": loky, "parsl_walls": parsl}
+
+    out = _against_time_alone(JobRef("file", str(JOBS), "fixed_work"), fixed, {"steps": 1}, 3, contenders)
+    ideal = n * out["single_core_job_s"] / CORES
+    for name, walls in (("sweep", out["walls"]), ("loky", out["loky_walls"]), ("parsl", out["parsl_walls"])):
+        out[f"{name}_wall_s"] = median(walls)
+        out[f"{name}_efficiency" if name != "sweep" else "efficiency"] = ideal / median(walls)
+    return {"jobs": n, **out}
 
 
 INVRS = HERE.parent / "recipes" / "jobs" / "invrs.py"
@@ -321,30 +332,19 @@ CAPPED_BLAS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THR
 def bench_invrs(repeat: int, n: int, steps: int) -> dict:
     """invrs-gym optimisations (``recipes/jobs/invrs.py``, the lightweight waveguide bend, L-BFGS-B)."""
     fixed = {"steps": steps}
-    ref = JobRef("file", str(INVRS), "optimize")
-    alone, paired = _alone_and_side_by_side(ref, fixed, {"steps": 2}, 2)
-    single = median(alone)
-    splitters: list[Callable[[float], dict[str, float]]] = []
-    out = compare(
-        {
-            "sweep": lambda: run_sweep("optimize", n, fixed, job_file=INVRS, splits=splitters),
-            "loky": lambda: run_loky("optimize", n, fixed, job_file=INVRS, env=CAPPED_BLAS),
-            "parsl": lambda: run_parsl(
-                "optimize", n, fixed, job_file=INVRS, env={**CAPPED_BLAS, "NPROC": "2", "PJRT_NPROC": "2"}
-            ),
-        },
-        repeat,
-    )
-    splits = [split(single) for split in splitters]
-    return {
-        **out,
-        "single_core_job_s": single,
-        "single_core_job_runs": alone,
-        "side_by_side_job_s": median(paired),
-        "side_by_side_job_runs": paired,
-        "sweep_split": {k: median([sp[k] for sp in splits]) for k in splits[0]},
-        "sweep_splits": splits,
-    }
+    parsl_env = {**CAPPED_BLAS, "NPROC": "2", "PJRT_NPROC": "2"}
+
+    def contenders(splitters: list[Splitter]) -> dict:
+        return compare(
+            {
+                "sweep": lambda: run_sweep("optimize", n, fixed, job_file=INVRS, splits=splitters),
+                "loky": lambda: run_loky("optimize", n, fixed, job_file=INVRS, env=CAPPED_BLAS),
+                "parsl": lambda: run_parsl("optimize", n, fixed, job_file=INVRS, env=parsl_env),
+            },
+            repeat,
+        )
+
+    return _against_time_alone(JobRef("file", str(INVRS), "optimize"), fixed, {"steps": 2}, 2, contenders)
 
 
 def bench_overhead(repeat: int, points: int) -> dict:
@@ -407,6 +407,15 @@ def scale_child(points: int) -> None:
     )
 
 
+def _split_row(name: str, r: dict) -> str:
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in r["sweep_split"].items() if k != "cores")
+    alone, paired = r["single_core_job_s"], r["side_by_side_job_s"]
+    return (
+        f"| {name}: a job alone {alone:.2f} s, one per core at once {paired:.2f} s (at most "
+        f"{alone / paired:.3f}); sweep's wall, s per core (medians) | {parts} | |"
+    )
+
+
 def table(results: dict) -> str:
     lines = ["| benchmark | figure | target |", "|---|---|---|"]
     t = results.get("threads")
@@ -435,15 +444,7 @@ def table(results: dict) -> str:
             f"(wall {e['loky_wall_s']:.1f} s); Parsl HTEX {e.get('parsl_efficiency', float('nan')):.3f} "
             f"(wall {e.get('parsl_wall_s', float('nan')):.1f} s) | >= 0.9 |"
         )
-        sp = e.get("sweep_split")
-        if sp:
-            parts = ", ".join(f"{k} {v:.2f}" for k, v in sp.items() if k != "cores")
-            lines.append(f"| efficiency: sweep's wall, s per core (medians) | {parts} | |")
-        if "ceiling" in e:
-            lines.append(
-                f"| efficiency: a job alone {e['single_core_job_s']:.2f} s, one per core at once "
-                f"{e['side_by_side_job_s']:.2f} s, so at most {e['ceiling']:.3f} | | |"
-            )
+        lines.append(_split_row("efficiency", e))
     i = results.get("invrs")
     if i:
         lines.append(
@@ -452,12 +453,7 @@ def table(results: dict) -> str:
             f"Parsl HTEX {i['parsl_s']:.1f} s (sweep {i['sweep_s'] / i['parsl_s']:.2f}x) "
             "| <= 0.8x loky, <= 1.0x Parsl |"
         )
-        if "sweep_split" in i:
-            parts = ", ".join(f"{k} {v:.2f}" for k, v in i["sweep_split"].items() if k != "cores")
-            lines.append(
-                f"| invrs-gym: a run alone {i['single_core_job_s']:.2f} s, one per core at once "
-                f"{i['side_by_side_job_s']:.2f} s; sweep's wall, s per core (medians) | {parts} | |"
-            )
+        lines.append(_split_row("invrs-gym", i))
     f = results.get("first_result")
     if f:
         parts = ", ".join(

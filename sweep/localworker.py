@@ -35,8 +35,8 @@ from distributed.deploy.spec import ProcessInterface
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
 # Dask's periodic work in the local scheduler and worker, slowed down: these processes share the
-# node's cores with the jobs, and at Dask's defaults they take about 7% of one core while idle
-# (3.7% so; benchmarks/README.md). The system monitor feeds the dashboard's system plots; the
+# node's cores with the jobs (idle, 6-11% of one core; benchmarks/README.md says how much of
+# that this saves: not clearly measurable here). The system monitor feeds the dashboard's system plots; the
 # memory monitor watches the worker's own memory (the jobs' is the pool's limit); the tick
 # detects a blocked event loop. Dask's profiler samples the task threads 100 times a second,
 # which here only wait on the jobs' children: it is off.

@@ -31,7 +31,7 @@ from typing import Any, cast
 from distributed import Client, as_completed
 
 from sweep import driver, events, limits, plan, provenance, search
-from sweep.child import ChildConfig, multipliers
+from sweep.child import multipliers
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
@@ -197,8 +197,6 @@ class Sweep:
         self.stats = {"points_run": 0, "store_s": 0.0}
         self.timeline = {}
         self._search_stopped = None
-        self._pool_client: Client | None = None
-        self._child_config: ChildConfig | None = None
         self._cancel = cancel or threading.Event()
         k = self.recipe.resources.threads
         if client is None:
@@ -207,6 +205,7 @@ class Sweep:
             check_fits(client, k)
         self._check_thread_headroom(client)
         self._check_environment()
+        self._child_config = plan.child_config(self.recipe)  # checks the compile cache (warns once)
         return self._run_with_store(client, force, keep_done, only_failed, progress, on_start)
 
     def _run_with_store(
@@ -239,7 +238,7 @@ class Sweep:
         return ds
 
     def _opens_beside_cluster(self, force: bool) -> bool:
-        """Whether the store is new (or made afresh), the cluster local and the store not held
+        """Whether the store is new (or --force given), the cluster local and the store not held
         by another process: only then is a cluster started before the store is known to have
         work (a new store always has), and a refused store costs a local cluster's start."""
         out = Path(self.output)
@@ -272,26 +271,17 @@ class Sweep:
                 if opening.exception() is None:
                     opening.result().close()  # released already unless the cluster failed
 
-    def _set_up_pool(self, client: Client) -> ChildConfig:
+    def _set_up_pool(self, client: Client) -> None:
         """Register the core pool on ``client``'s workers and have them start warming this
-        recipe's children (``child.prewarm``), once per run: as soon as a client is there, so
-        the children start while the store opens and the sweep is set up. Returns the
-        children's settings (made once per run: making them checks the compile cache, and
-        warns once if it can't be written)."""
-        if self._child_config is None:
-            self._child_config = plan.child_config(self.recipe)
-        config = self._child_config
-        if self._pool_client is client:
-            return config
+        recipe's children (``child.prewarm``): called once per run, as soon as a client is
+        there, so the children start while the store opens and the sweep is set up."""
         level = logging.getLogger("sweep").getEffectiveLevel()
-        warm = (self.recipe.resources.threads, config, self.recipe.child.max_jobs)
+        warm = (self.recipe.resources.threads, self._child_config, self.recipe.child.max_jobs)
         client.register_plugin(
             CorePool(log_level=level, warm=warm if self.recipe.child.prewarm else None), name=CorePool.name
         )
         if self.recipe.child.prewarm:  # a pool registered before (its children are warm, or warm now)
             client.run(on_pool, "prewarm", *warm)
-        self._pool_client = client
-        return config
 
     def _open_store(self, force: bool, keep_done: bool) -> Store:
         store = Store.open(self.output, self.loaded, force=force, keep_done=keep_done)
@@ -322,6 +312,7 @@ class Sweep:
         try:
             if todo and client is None:
                 with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
+                    self._set_up_pool(own)
                     self._run_on(own, store, todo, progress, on_start)
             elif todo and client is not None:
                 self._run_on(client, store, todo, progress, on_start)
@@ -389,7 +380,7 @@ class Sweep:
         on_start: Callable[[Client], None] | None,
     ) -> None:
         self._mark("cluster")
-        config = self._set_up_pool(client)
+        config = self._child_config
         client.register_plugin(SweepPage(), name=SweepPage.name)
         if on_start is not None:
             on_start(client)
@@ -519,11 +510,10 @@ class Sweep:
                         done.add(future)
                 if writer.due() or done.is_empty():
                     writer.flush()
-                elif not batch:  # no result: look again later, less often the longer none comes
+                elif not batch:
                     time.sleep(idle_s)
-                    idle_s = min(POLL_MAX_S, idle_s * 1.5)
-                if batch:
-                    idle_s = POLL_MIN_S
+                # look again soon while results come, less often the longer none comes
+                idle_s = POLL_MIN_S if batch else min(POLL_MAX_S, idle_s * 1.5)
         except BaseException:
             client.cancel(list(window.in_flight))
             raise

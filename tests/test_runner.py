@@ -152,19 +152,30 @@ def test_a_notebook_callable_is_sent_by_value(client, tmp_path):
     assert list(ds["b"].values) == [3.0, 6.0]
 
 
-def test_a_new_store_opens_while_the_local_cluster_starts(tmp_path):
-    """A new store on the local default is created in a thread while the cluster starts in the
-    caller's: both are ready before the first submit, and the store was written by another thread."""
-    s = Sweep(
-        f"{JOBS}:square",
-        {"grid": {"x": [1.0, 2.0]}},
-        output=tmp_path / "o.zarr",
-        cluster={"dashboard": "127.0.0.1:0"},
-    )
+def test_a_new_store_opens_while_the_local_cluster_starts(tmp_path, monkeypatch):
+    """A new store on the local default is created in a thread of its own while the cluster
+    starts in the caller's; a store with nothing left to do opens in the caller's thread and
+    starts no cluster at all."""
+    import threading
+
+    from sweep.store import Store
+
+    opened_in: list[str] = []
+    real_open = Store.open
+
+    def spied_open(*args, **kwargs):
+        opened_in.append(threading.current_thread().name)
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(Store, "open", spied_open)
+    params = {"grid": {"x": [1.0, 2.0]}}
+    s = Sweep(f"{JOBS}:square", params, output=tmp_path / "o.zarr", cluster={"dashboard": "127.0.0.1:0"})
     ds = s.run(progress=False)
     assert list(ds["y"].values) == [1.0, 4.0]
+    assert opened_in[0].startswith("sweep-store")
     assert max(s.timeline["store"], s.timeline["cluster"]) <= s.timeline["first_submit"]
-    assert s.timeline["store"] > 0 and s.timeline["cluster"] > 0
+    s.run(progress=False)  # all done: the store opens first, and no cluster is started
+    assert opened_in[1] == threading.main_thread().name and "cluster" not in s.timeline
 
 
 def test_a_store_that_cannot_be_opened_beside_the_cluster_closes_the_cluster(tmp_path, monkeypatch):
