@@ -19,7 +19,7 @@ import sys
 import time
 import traceback
 
-from sweep import isolation
+from sweep import isolation, sources
 from sweep.protocol import Exit, JobDone, JobFailed, Metrics, Prune, Ready, Report, RunJob, receive, send
 from sweep.reporting import Pruned
 
@@ -142,12 +142,16 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     modules = set(sys.modules)
     cpu0, t0 = _cpu_seconds(), time.perf_counter()
     outputs, error = None, ""
+    code: dict[str, str] = {}
     try:
-        outputs = normalize_outputs(request.job.load()(**request.kwargs))
+        fn = request.job.load()
+        code = sources.note(request.job, modules)  # hashed before the job runs (it may edit them)
+        outputs = normalize_outputs(fn(**request.kwargs))
     except Pruned as exc:
         error = str(exc)
     except BaseException as exc:  # a job's failure of any kind, sys.exit() included, is reported
         error = "".join(traceback.format_exception(exc))
+    code = sources.note(request.job, modules)  # and what it imported as it ran
     left = end_leftovers()
     if left:
         print(f"sweep: ended {left} process(es) the job left running", file=sys.stderr, flush=True)
@@ -164,8 +168,8 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
         cores=tuple(sorted(os.sched_getaffinity(0))),
     )
     if outputs is None:
-        return JobFailed(error, metrics, unrestorable, pruned=_pruned)
-    return JobDone(outputs, metrics, unrestorable, pruned=_pruned)
+        return JobFailed(error, metrics, unrestorable, pruned=_pruned, sources=code)
+    return JobDone(outputs, metrics, unrestorable, pruned=_pruned, sources=code)
 
 
 def _line_buffered() -> None:
@@ -210,4 +214,4 @@ def serve(fd_in: int, fd_out: int) -> int:
             send(fd_out, reply)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             error = f"the job's outputs could not be sent back: {exc!r}"
-            send(fd_out, JobFailed(error, reply.metrics, reply.unrestorable))
+            send(fd_out, JobFailed(error, reply.metrics, reply.unrestorable, sources=reply.sources))

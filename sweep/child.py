@@ -476,6 +476,7 @@ class Child:
                 "child pid %d must be replaced: its job changed %s", self.pid, "; ".join(reply.unrestorable)
             )
         record.peak_threads, record.peak_rss = m.threads, m.peak_rss
+        record.sources = reply.sources
         if isinstance(reply, JobDone):
             record.status, record.outputs = "done", reply.outputs
         elif isinstance(reply, JobFailed):

@@ -257,8 +257,10 @@ def _submit(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.detach:
         return _detach(args, s)
+    from sweep import driver
+
     quiet = args.no_progress
-    with _cancel_on_sigterm() as cancel:
+    with driver.exit_recorded(s.output) as code, _cancel_on_sigterm() as cancel:
         ds = s.run(
             force=args.force,
             keep_done=args.keep_done,
@@ -267,7 +269,8 @@ def _submit(args: argparse.Namespace) -> int:
             on_start=_announcer(s, quiet),
             cancel=cancel,
         )
-    return _exit_code(ds, len(s))
+        code[0] = _exit_code(ds, len(s))
+    return code[0]
 
 
 @contextmanager
@@ -306,10 +309,12 @@ def _attach(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     try:
-        final = driver.attach(output, lambda line: print(line, file=sys.stderr, flush=True))
+        final, code = driver.attach(output, lambda line: print(line, file=sys.stderr, flush=True))
     except KeyboardInterrupt:
         print(f"sweep attach: detached; the sweep goes on (`sweep attach {output}` again)", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if code is not None:  # the sweep's own exit code, as its terminal would have seen it
+        return code
     return EXIT_OK if _finished(final) == sum(final.values()) else EXIT_INCOMPLETE
 
 
@@ -394,6 +399,7 @@ def _ls(args: argparse.Namespace) -> int:
     import json
 
     from sweep import driver
+    from sweep.integrity import StoreDamaged
     from sweep.store import last_run
 
     root = Path(args.folder)
@@ -402,7 +408,11 @@ def _ls(args: argparse.Namespace) -> int:
     rows = []
     for path in driver.stores(root):
         attrs = json.loads((path / "zarr.json").read_text()).get("attributes", {})
-        c = driver.counts(path)
+        try:
+            c = driver.counts(path)
+        except StoreDamaged as exc:
+            rows.append((str(path), attrs.get("sweep_name", "?"), f"damaged: {exc}", "", ""))
+            continue
         bad = sum(c[s] for s in c if s not in ("done", "pending"))
         rows.append(
             (str(path), attrs.get("sweep_name", "?"), f"{c['done']}/{bad}/{sum(c.values())}",
@@ -492,7 +502,7 @@ def _open(path: str):
 
 def _status(args: argparse.Namespace) -> int:
     from sweep.protocol import NOT_DONE
-    from sweep.store import last_run, lost_points
+    from sweep.store import inputs_ran, last_run, lost_points
 
     ds = _open(args.output)
     status = ds["status"].values.ravel().astype(object)  # room for "damaged"
@@ -524,11 +534,29 @@ def _status(args: argparse.Namespace) -> int:
     over = (ds["peak_threads"] > ds["thread_budget"]) & (ds["thread_budget"] > 0)
     if over.any():
         print(f"  over their thread budget: {int(over.sum())} points (see peak_threads)")
+    ran = inputs_ran(args.output)
+    if len(ran) > 1:
+        print(_mixed_inputs(ran))
     if args.provenance:
         from sweep import provenance
 
-        print(provenance.render(dict(ds.attrs)))
+        print(provenance.render(dict(ds.attrs), ran))
     return EXIT_OK if _finished(counts) == total else EXIT_INCOMPLETE
+
+
+def _mixed_inputs(ran: list[tuple[int, Any]]) -> str:
+    """What differs between the inputs the done points ran with (the job or a file it imports
+    edited while the sweep ran, or --keep-done over changed inputs)."""
+    from sweep.inputs import differences
+
+    ran = sorted(ran, key=lambda r: -r[0])
+    most, base = ran[0]
+    lines = [
+        f"  done points ran with {len(ran)} different inputs ({most} with the most common; see --provenance):"
+    ]
+    for n, other in ran[1:]:
+        lines.append(f"    {n} point(s): " + "; ".join(differences(base, other)))
+    return "\n".join(lines)
 
 
 def _running(output: Path) -> list[dict[str, Any]]:

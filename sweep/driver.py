@@ -21,6 +21,7 @@ which a killed driver leaves behind.
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import os
 import signal
@@ -30,6 +31,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -58,11 +60,36 @@ class DriverState:
     running: list[dict[str, Any]] = field(default_factory=list)  # index, host, cores, since
     run: str = ""  # the token of the run going on: whose children `cancel` and `logs --follow` find
     credentials: str = ""  # a private file with TLS client credentials for the scheduler, if it wants them
+    exit_code: int | None = None  # the driver's exit code, written as it exits (for `sweep attach`)
 
     def save(self, output: Path) -> None:
+        """Replace the state file (atomically; on a full disk, in place when the new state is no
+        longer than the old: the exit code must reach `sweep attach` even then)."""
+        text = json.dumps(asdict(self))
         tmp = output / f"{STATE_NAME}.{os.getpid()}"
-        tmp.write_text(json.dumps(asdict(self)))
+        try:
+            tmp.write_text(text)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            self._overwrite(output / STATE_NAME, text)
+            return
         os.replace(tmp, output / STATE_NAME)
+
+    @staticmethod
+    def _overwrite(path: Path, text: str) -> None:
+        """Write ``text`` over ``path``'s bytes in place, padded with spaces to its old size (a
+        file that does not grow needs no new blocks)."""
+        size = path.stat().st_size
+        data = text.encode()
+        if len(data) > size:
+            raise OSError(errno.ENOSPC, f"no room to update {path}")
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, data.ljust(size))
+        finally:
+            os.close(fd)
 
     @classmethod
     def load(cls, output: Path) -> DriverState | None:
@@ -141,6 +168,27 @@ def publish(output: Path, **changes: Any) -> None:
         replace(state, **changes).save(output)
 
 
+@contextmanager
+def exit_recorded(output: Path) -> Iterator[list[int]]:
+    """Around a driver's run: the exit code the caller puts in the yielded list (1 by default;
+    a SweepError's own, 130 on Ctrl-C) is written to the state file as the run ends, when this
+    process wrote it, so that `sweep attach` can end with it."""
+    code = [1]
+    try:
+        yield code
+    except SweepError as exc:
+        code[0] = exc.exit_code
+        raise
+    except KeyboardInterrupt:
+        code[0] = 130
+        raise
+    finally:
+        try:
+            publish(output, exit_code=code[0])
+        except OSError as exc:
+            print(f"sweep: could not record the exit code in {output / STATE_NAME}: {exc}", file=sys.stderr)
+
+
 class NotRunning(UsageError):
     """No driver runs this store now."""
 
@@ -202,9 +250,10 @@ def counts(output: Path) -> Counter[str]:
     return Counter(open_results(output, load=False)["status"].values.ravel().astype(str))
 
 
-def attach(output: Path, say: Callable[[str], None], every: float = 2.0) -> Counter[str]:
+def attach(output: Path, say: Callable[[str], None], every: float = 2.0) -> tuple[Counter[str], int | None]:
     """Follow the driver running ``output`` until it ends, calling ``say`` with a progress line
-    whenever the counts change; returns the final counts. NotRunning when none runs."""
+    whenever the counts change; returns the final counts and the driver's exit code (None when
+    it died without saying). NotRunning when none runs."""
     state = running(output)
     say(f"attached to pid {state.pid} on {state.host}; dashboard: {state.dashboard or '-'}")
     last = ""
@@ -217,7 +266,8 @@ def attach(output: Path, say: Callable[[str], None], every: float = 2.0) -> Coun
     final = counts(output)
     if _progress(final) != last:
         say(_progress(final))
-    return final
+    ended = DriverState.load(output)
+    return final, ended.exit_code if ended is not None and ended.pid == state.pid else None
 
 
 def _progress(c: Counter[str]) -> str:

@@ -85,22 +85,43 @@ def _shown(values: Any) -> str:
     return f"[{items[0]}, {items[1]}, ..., {items[-1]}] ({len(items)} values)"
 
 
-def lost_points(group: Any, path: Path, outputs: Mapping[str, list[str]], done: np.ndarray) -> np.ndarray:
-    """Mask of done points whose stored outputs are missing or unreadable."""
+def lost_points(
+    group: Any,
+    path: Path,
+    outputs: Mapping[str, list[str]],
+    done: np.ndarray,
+    returned: np.ndarray | None = None,
+) -> np.ndarray:
+    """Mask of done points whose stored outputs are missing or unreadable.
+
+    ``returned`` holds, per point, the names of the outputs it returned (comma-separated): an
+    output a point did not return is not looked for (it reads NaN). Without it (a store made
+    before it was recorded) every done point is taken to have returned every output. The
+    store writes every chunk, even one that holds only NaN, so a missing chunk is lost data.
+    """
     lost = np.zeros(done.shape, dtype=bool)
     sweep_ndim = done.ndim
-    done_at = np.argwhere(done)
     for name in outputs:
+        claims = done if returned is None else done & _returns(returned, name)
+        if not claims.any():
+            continue
         if not (path / name / "zarr.json").exists():
-            lost |= done
+            lost |= claims
             continue
         array = group[name]
         chunks = array.chunks[:sweep_ndim]
-        for block in map(tuple, np.unique(done_at // np.array(chunks, dtype=int), axis=0).tolist()):
+        blocks = np.unique(np.argwhere(claims) // np.array(chunks, dtype=int), axis=0)
+        for block in map(tuple, blocks.tolist()):
             if not _block_readable(array, path / name, block + (0,) * (array.ndim - sweep_ndim)):
                 where = tuple(slice(b * c, (b + 1) * c) for b, c in zip(block, chunks))
-                lost[where] |= done[where]
+                lost[where] |= claims[where]
     return lost
+
+
+def _returns(returned: np.ndarray, name: str) -> np.ndarray:
+    """Mask of the points whose ``returned`` names (comma-separated) include ``name``."""
+    flat = (name in str(t).split(",") for t in returned.flat)
+    return np.fromiter(flat, bool, returned.size).reshape(returned.shape)
 
 
 def _block_readable(array: Any, folder: Path, block: tuple[int, ...]) -> bool:
@@ -113,13 +134,42 @@ def _block_readable(array: Any, folder: Path, block: tuple[int, ...]) -> bool:
     return True
 
 
+REQUIRED = ("status", "point_id")  # without these a store can't say what any point is
+
+
+def check_store(path: Path) -> None:
+    """Raise StoreDamaged naming the file when the store's group metadata or any of its
+    variables' metadata is missing or not valid JSON (one level deep: each variable's
+    ``zarr.json``; chunk folders are not walked)."""
+    _check_json(path / "zarr.json")
+    for entry in sorted(path.iterdir()):
+        if entry.is_dir() and not entry.name.startswith(".") and entry.name != "logs":
+            _check_json(entry / "zarr.json")
+    for name in REQUIRED:
+        if not (path / name).is_dir():
+            raise StoreDamaged(
+                f"{path / name / 'zarr.json'}: missing (the store's {name!r} variable is gone); restore "
+                "it, or run with --force (or another --output) to start over"
+            )
+
+
+def _check_json(meta: Path) -> None:
+    try:
+        json.loads(meta.read_text())
+    except FileNotFoundError:
+        raise StoreDamaged(
+            f"{meta}: damaged store metadata (the file is missing); restore the file, or run with "
+            "--force (or another --output) to start over"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StoreDamaged(
+            f"{meta}: damaged store metadata ({exc}); restore the file, or run with --force "
+            "(or another --output) to start over"
+        ) from None
+
+
 def check_metadata(path: Path) -> None:
     """Raise StoreDamaged naming the first metadata file under ``path`` that isn't valid JSON."""
     for meta in sorted(path.rglob("zarr.json")):
-        try:
-            json.loads(meta.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise StoreDamaged(
-                f"{meta}: damaged store metadata ({exc}); restore the file, or run with --force "
-                "(or another --output) to start over"
-            ) from None
+        if meta.exists():
+            _check_json(meta)

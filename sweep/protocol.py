@@ -6,7 +6,8 @@ pickle of one of the dataclasses below:
 * parent -> child: :class:`RunJob` (a job and its keyword arguments) or :class:`Exit`;
 * child -> parent: :class:`Ready` once, after start-up; then for each job any number of
   :class:`Report` (one per :func:`sweep.report` call) and one :class:`JobDone` or
-  :class:`JobFailed`, each carrying the child's :class:`Metrics` for that job.
+  :class:`JobFailed`, each carrying the child's :class:`Metrics` for that job and the user's
+  source files it ran (:mod:`sweep.sources`).
 
 A :class:`PointRecord` is what became of one point: the parent's :class:`~sweep.child.Child`
 fills in what the child said and what the watch saw, the worker task adds where it ran, the
@@ -97,6 +98,7 @@ class JobDone:
     metrics: Metrics
     unrestorable: tuple[str, ...] = ()
     pruned: bool = False  # it was told to stop (Prune) and returned anyway
+    sources: dict[str, str] = field(default_factory=dict)  # the user's files it ran: path -> sha256
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class JobFailed:
     metrics: Metrics
     unrestorable: tuple[str, ...] = ()
     pruned: bool = False
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 Request = RunJob | Exit | Prune
@@ -202,15 +205,23 @@ class PointRecord:
     reports: list[dict[str, Any]] = field(
         default_factory=list, metadata=_stored("str", "", "JSON list of the job's sweep.report() calls")
     )
+    returned: tuple[str, ...] = field(
+        default=(), metadata=_stored("str", "", "names of the outputs the job returned, comma-separated")
+    )
+    inputs: str = field(
+        default="",
+        metadata=_stored("str", "", "id of the inputs the point ran with (a key of sweep_inputs_seen)"),
+    )
     logs: list[str] = field(default_factory=list)  # what each attempt printed (kept in OUTPUT/logs)
+    sources: dict[str, str] = field(default_factory=dict)  # the user's files the job ran (sweep.sources)
     status: Status = field(
         default="failed", metadata=_stored("str", "pending", "one of " + ", ".join(STATUSES))
     )
 
     def stored(self, name: str) -> Any:
-        """The value of field ``name`` as the store holds it (cores joined, reports as JSON)."""
+        """The value of field ``name`` as the store holds it (tuples joined, reports as JSON)."""
         value = getattr(self, name)
-        if name == "cores":
+        if name in ("cores", "returned"):
             return ",".join(map(str, value))
         if name == "reports":
             import json

@@ -14,6 +14,7 @@ import platform
 import socket
 import subprocess
 import sys
+from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -74,13 +75,24 @@ def record(loaded: Any, workers: dict[str, dict[str, str]]) -> dict[str, Any]:
     }
 
 
-def render(attrs: dict[str, Any]) -> str:
-    """The provenance and inputs of a store's attributes, as text."""
-    inputs = json.loads(attrs.get("sweep_inputs", "{}"))
+def render(attrs: dict[str, Any], ran: list[tuple[int, Any]]) -> str:
+    """The provenance and inputs of a store, as text: the inputs its done points ran with
+    (``ran``: each distinct :class:`~sweep.inputs.Inputs` with its count of points; the last
+    run's inputs when no point is done), its ``sweep_history`` and its last run's provenance."""
     prov = json.loads(attrs.get("sweep_provenance", "{}"))
-    lines = ["inputs:"]
-    lines += [f"  {k}: {v}" for k, v in inputs.items()]
-    lines.append(f"  space fingerprint: {attrs.get('sweep_fingerprint', '?')}")
+    if ran:
+        lines = []
+        for n, inputs in ran:
+            lines.append(f"inputs ({n} done point(s) ran with these):")
+            lines += [f"  {k}: {v}" for k, v in sorted(asdict(inputs).items())]
+    else:
+        lines = ["inputs (of the last run; no point is done):"]
+        lines += [f"  {k}: {v}" for k, v in json.loads(attrs.get("sweep_inputs", "{}")).items()]
+    lines.append(f"space fingerprint: {attrs.get('sweep_fingerprint', '?')}")
+    history = json.loads(attrs.get("sweep_history", "[]"))
+    if history:
+        lines.append("history:")
+        lines += [f"  {json.dumps(entry)}" for entry in history]
     if not prov:
         return "\n".join([*lines, "provenance: not recorded (made before it was)"])
     lines += [f"command: {prov['command']}", f"client: {prov['client']}"]

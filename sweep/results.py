@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from sweep.integrity import check_metadata
+from sweep.integrity import check_metadata, check_store
 
 
 def report_history(ds: Any) -> Any:
@@ -50,6 +50,7 @@ def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:
     path = Path(path)
     if not (path / "zarr.json").exists():
         raise FileNotFoundError(f"{path} is not a sweep result store (no zarr.json)")
+    check_store(path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -102,6 +102,10 @@ class Store:
         self.growth: growth.Growth | None = None  # set when open() grew the store to a new space
         self.created = False  # set when open() made the store (new, or cleared by force)
         self._ids: np.ndarray | None = None  # point ids, read when first needed
+        self._now: inputs.Inputs | None = None  # this run's inputs (set by open)
+        self._job_file: str | None = None
+        self._seen: dict[str, str] = json.loads(self.group.attrs.get("sweep_inputs_seen", "{}"))
+        self._ids_by_sources: dict[tuple[tuple[str, str], ...], str] = {}
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -114,35 +118,39 @@ class Store:
         or random ``n`` added) is grown in place: its points are kept, matched by parameter
         values, and the new ones added as ``pending`` (:mod:`sweep.growth`; ``store.growth``
         says how many of each). A space that would drop points that ran, or from other inputs
-        (fixed parameters, job source, child settings: :mod:`sweep.inputs`), raises
+        (fixed parameters, job source and the files it imports, child settings, inherited
+        environment: :mod:`sweep.inputs`) than any done point ran with, raises
         :class:`StoreMismatch` listing them, unless ``keep_done`` (keep the done points: those
         still in the space, or those computed with the old inputs; the change is appended to
-        the store's ``sweep_history``) or ``force`` (delete it all and start over). Any other
-        space is a different sweep: refused unless ``force``.
+        the store's ``sweep_history``). Any other space is a different sweep: refused.
+        ``force`` deletes the store's data first, whatever it held, and starts over in place.
         """
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        lock = StoreLock(path)
+        lock = _lock(path)
         _compat.start_zarr_io_threads(IO_THREADS)
         try:
             fingerprint = loaded.space.fingerprint()
-            now = inputs.of(loaded)  # reads and hashes the job's source: once per open
             changes: list[str] = []
             grown: growth.Growth | None = None
             _finish_swap(path)
+            _clean_staging(path)
+            if (path / "zarr.json").exists() and force:
+                _clear(path)  # start over in place, whatever the store held
+            now = inputs.of(loaded)  # reads and hashes the job's source: once per open
             if (path / "zarr.json").exists():
                 attrs = _read_attrs(path)
+                ran = _inputs_of_done_points(path, attrs)
+                now = inputs.of(loaded, {f for _, i in ran for f in i.sources})
                 moved = attrs.get("sweep_fingerprint") != fingerprint
-                if moved and force:
-                    _clear(path)
-                else:
-                    grown = _growth(path, attrs, loaded.space, keep_done) if moved else None
-                    changes = _changed_inputs(path, attrs, now, force=force, keep_done=keep_done)
-                    if grown is not None:
-                        _grow(path, loaded, fingerprint, grown)
+                grown = _growth(path, attrs, loaded.space, keep_done) if moved else None
+                changes = _changed_inputs(path, ran, now, keep_done=keep_done)
+                if grown is not None:
+                    _grow(path, loaded, fingerprint, grown)
             created = not (path / "zarr.json").exists()
             if created:
                 _create(path, loaded, fingerprint)
+            else:
+                _add_record_vars(path)
             store = cls(path, lock)
             store.created = created
             store.growth = grown
@@ -177,7 +185,7 @@ class Store:
         """
         statuses = self.statuses()
         done = np.isin(statuses, FINISHED)
-        lost = integrity.lost_points(self.group, self.path, _outputs(self.group), done)
+        lost = integrity.lost_points(self.group, self.path, _outputs(self.group), done, _returned(self.group))
         if lost.any():
             lost_ix = [tuple(int(i) for i in ix) for ix in np.argwhere(lost)]
             log.warning("%s: %d done point(s) lost their outputs; they run again", self.path, len(lost_ix))
@@ -188,6 +196,7 @@ class Store:
     def _record_inputs(self, loaded: Any, now: inputs.Inputs, kept_over: list[str]) -> None:
         """Store the inputs this run uses; ``kept_over`` (changes accepted with keep_done) go
         to ``sweep_history`` with the time."""
+        self._now, self._job_file = now, inputs.job_file(loaded.job)
         extra: dict[str, Any] = {}
         if kept_over:
             history = json.loads(self.group.attrs.get("sweep_history", "[]"))
@@ -243,12 +252,33 @@ class Store:
             if exc.errno not in NO_SPACE:
                 raise
             if len(records) == 1:
-                raise StoreFull(f"cannot write {self.path}: {exc.strerror}") from None
+                return self._write_one(records[0])
         # the batch didn't fit: keep as many of its points as fit, one by one
-        return [written for r in records for written in self.write([r])]
+        return [written for r in records for written in self._write_one(r)]
 
-    def _write(self, records: list[PointRecord]) -> list[PointRecord]:
-        records = [self._checked(r) for r in records]
+    def _write_one(self, record: PointRecord) -> list[PointRecord]:
+        try:
+            return self._write([record], skip_same=True)
+        except OSError as exc:
+            if exc.errno not in NO_SPACE:
+                raise
+            raise StoreFull(f"cannot write {self.path}: {exc.strerror}") from None
+
+    def _stamped(self, record: PointRecord) -> PointRecord:
+        """The record with the outputs it returned and the id of the inputs it ran with (a new
+        id is added to the store's ``sweep_inputs_seen``)."""
+        key = tuple(sorted(record.sources.items()))
+        ident = self._ids_by_sources.get(key)
+        if ident is None and self._now is not None:
+            ran = self._now.ran(record.sources, self._job_file)
+            ident = self._ids_by_sources[key] = ran.ident()
+            if ident not in self._seen:
+                self._seen[ident] = ran.to_json()
+                self.set_attrs(sweep_inputs_seen=self._seen)
+        return replace(record, returned=tuple(record.outputs), inputs=ident or "")
+
+    def _write(self, records: list[PointRecord], skip_same: bool = False) -> list[PointRecord]:
+        records = [self._stamped(self._checked(r)) for r in records]
         for name in self.outputs:
             having = [r for r in records if name in r.outputs]
             values = [np.asarray(r.outputs[name].values) for r in having]
@@ -256,7 +286,13 @@ class Store:
                 self._put(name, [r.index for r in having], values)
                 continue
             for r, v in zip(having, values):
-                self._array(name)[r.index + (slice(None),) * v.ndim] = v
+                where = r.index + (slice(None),) * v.ndim
+                array = self._array(name)
+                # after a full disk, a chunk already written whole is not written again: an
+                # atomic rewrite needs room for a second copy
+                if skip_same and np.array_equal(array[where], v, equal_nan=v.dtype.kind in "fc"):
+                    continue
+                array[where] = v
         for name, var in RECORD_VARS.items():
             values = [r.stored(name) for r in records]
             self._put(name, [r.index for r in records], [var.fill if v is None else v for v in values])
@@ -292,25 +328,35 @@ class Store:
         array.vindex[index] = np.array(values, dtype=object if array.dtype.kind in "OTU" else array.dtype)
 
     def _array(self, name: str) -> Any:
+        """Variable ``name``'s zarr array, set to write every chunk, even one that holds only the
+        fill value: a done point's chunk is then always on disk, and a missing one means lost
+        data (:func:`sweep.integrity.lost_points`), never a NaN result."""
+        import zarr
+
         array = self._arrays.get(name)
         if array is None:
-            array = self._arrays[name] = self.group[name]
+            with zarr.config.set({"array.write_empty_chunks": True}):
+                array = self._arrays[name] = self.group[name]
         return array
 
     def _checked(self, record: PointRecord) -> PointRecord:
         """The record, or a failed one with the reason when its outputs don't fit the store."""
+        new = []
         try:
             for name, out in record.outputs.items():
                 integrity.check_coords(name, out, self._stored_coords(out.dims))
                 dims = self.outputs.get(name)
                 if dims is None:
-                    self._add_output(name, out)
+                    self._check_new_output(name, out)
+                    new.append(name)
                     continue
                 array = self._array(name)
                 n = len(self.dims)
                 integrity.check_fits(name, out, tuple(dims[n:]), array.shape[n:], array.dtype)
         except (ValueError, TypeError) as exc:
-            record = replace(record, status="failed", outputs={}, error=str(exc))
+            return replace(record, status="failed", outputs={}, error=str(exc))
+        for name in new:  # only once every output fits: a failed point fixes no schema
+            self._add_output(name, record.outputs[name])
         return record
 
     def _stored_coords(self, dims: tuple[str, ...]) -> dict[str, np.ndarray | None]:
@@ -321,12 +367,15 @@ class Store:
                 self._coords[d] = np.asarray(self.group[d][...]) if d in self.group else None
         return {d: self._coords[d] for d in dims if d in used}
 
-    def _add_output(self, name: str, out: Any) -> None:
+    def _check_new_output(self, name: str, out: Any) -> None:
+        """Raise ValueError unless output ``name``, new to the store, can be added as it is."""
         if name in RECORD_VARS or name in self.dims or name in self.group:
             raise ValueError(f"output name {name!r} clashes with a sweep variable or axis; rename it")
         clash = set(out.dims) & set(self.dims)
         if clash:
             raise ValueError(f"output {name!r} uses dims {sorted(clash)} that are sweep axes; rename them")
+
+    def _add_output(self, name: str, out: Any) -> None:
         values = np.asarray(out.values)
         dtype = values.dtype if values.dtype.kind in "fc" else np.dtype("float64")
         coords = {d: np.asarray(c) for d, c in out.coords.items() if d not in self.group}
@@ -336,10 +385,28 @@ class Store:
         self.set_attrs(sweep_outputs=self.outputs)
 
 
+def _lock(path: Path) -> StoreLock:
+    """Make ``path`` if needed and take its writer lock; on a full disk, StoreFull, and a folder
+    made here is removed again."""
+    made = not path.exists()
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        return StoreLock(path)
+    except OSError as exc:
+        if exc.errno not in NO_SPACE:
+            raise
+        if made:
+            shutil.rmtree(path, ignore_errors=True)
+        raise StoreFull(
+            f"cannot create {path}: {exc.strerror}; nothing ran. Free space and submit again"
+        ) from None
+
+
 def _open_group(path: Path, mode: Literal["r", "r+"]) -> Any:
     """The store's zarr group; StoreDamaged naming the file when its metadata can't be read."""
     import zarr
 
+    integrity.check_store(path)
     try:
         return cast(Any, zarr.open_group(str(path), mode=mode))
     except Exception:
@@ -351,11 +418,44 @@ def _outputs(group: Any) -> dict[str, list[str]]:
     return dict(json.loads(group.attrs.get("sweep_outputs", "{}")))
 
 
+def _returned(group: Any) -> np.ndarray | None:
+    """Per point, the names of the outputs it returned, comma-separated (None in a store made
+    before they were recorded)."""
+    return np.asarray(group["returned"][...], dtype=object) if "returned" in group else None
+
+
 def lost_points(path: str | os.PathLike) -> np.ndarray:
     """Mask of the store's done points whose outputs are missing or unreadable (read only)."""
     group = _open_group(Path(path), "r")
     done = np.asarray(group["status"][...], dtype=object) == "done"
-    return integrity.lost_points(group, Path(path), _outputs(group), done)
+    return integrity.lost_points(group, Path(path), _outputs(group), done, _returned(group))
+
+
+def inputs_ran(path: str | os.PathLike) -> list[tuple[int, inputs.Inputs]]:
+    """The distinct inputs the store's done points ran with, each with how many points."""
+    group = _open_group(Path(path), "r")
+    return _inputs_by_point(group, dict(group.attrs))
+
+
+def _inputs_by_point(group: Any, attrs: Mapping[str, Any]) -> list[tuple[int, inputs.Inputs]]:
+    done = np.isin(np.asarray(group["status"][...], dtype=object), FINISHED)
+    if not done.any():
+        return []
+    seen = json.loads(attrs.get("sweep_inputs_seen", "{}"))
+    ids = np.asarray(group["inputs"][...], dtype=object)[done] if "inputs" in group else np.array([])
+    legacy = int(done.sum()) - sum(1 for i in ids if i in seen)  # ran before points recorded theirs
+    out = [
+        (int(n), inputs.Inputs.from_json(seen[i]))
+        for i, n in zip(*np.unique(ids, return_counts=True))
+        if i in seen
+    ]
+    if legacy and "sweep_inputs" in attrs:
+        out.append((legacy, inputs.Inputs.from_json(attrs["sweep_inputs"])))
+    return out
+
+
+def _inputs_of_done_points(path: Path, attrs: Mapping[str, Any]) -> list[tuple[int, inputs.Inputs]]:
+    return _inputs_by_point(_open_group(path, "r"), attrs)
 
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # of the run times in the store's attributes
@@ -386,21 +486,23 @@ def last_run(path: str | os.PathLike, attrs: Mapping[str, Any]) -> str:
 
 
 def _changed_inputs(
-    path: Path, attrs: dict[str, Any], now: inputs.Inputs, *, force: bool, keep_done: bool
+    path: Path, ran: list[tuple[int, inputs.Inputs]], now: inputs.Inputs, *, keep_done: bool
 ) -> list[str]:
-    """The inputs that differ from the store's; raises StoreMismatch listing them unless
-    ``force`` (the store is cleared: nothing kept) or ``keep_done`` (they are returned)."""
-    if "sweep_inputs" not in attrs:  # made before inputs were recorded: nothing to compare
-        return []
-    changes = inputs.differences(inputs.Inputs.from_json(attrs["sweep_inputs"]), now)
-    if not changes:
-        return []
-    if force:
-        _clear(path)
-        return []
-    if keep_done:
+    """The inputs that differ from those the store's done points ran with (``ran``: each
+    distinct inputs with its count of points); raises StoreMismatch listing them, with how
+    many points each concerns, unless ``keep_done`` (they are returned)."""
+    groups = [(n, inputs.differences(i, now)) for n, i in ran]
+    changes = list(dict.fromkeys(c for _, diff in groups for c in diff))
+    if not changes or keep_done:
         return changes
-    listed = "".join(f"\n  {c}" for c in changes)
+    if len(groups) == 1:
+        listed = "".join(f"\n  {c}" for c in changes)
+    else:
+        listed = "".join(
+            f"\n  {n} done point(s) ran with:" + "".join(f"\n    {c}" for c in diff)
+            for n, diff in groups
+            if diff
+        )
     raise StoreMismatch(
         f"{path} was computed from other inputs:{listed}\nUse --force to start over in place, "
         "--output PATH to run elsewhere, or --keep-done to keep the done points and run the rest with "
@@ -479,6 +581,13 @@ def _grow(path: Path, loaded: Any, fingerprint: str, g: growth.Growth) -> None:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     log.info("%s: the space changed: %s", path, g.summary())
+
+
+def _clean_staging(path: Path) -> None:
+    """Remove what a rebuild of the store at ``path`` that was killed left beside it (called
+    under the store's lock: no rebuild of it runs)."""
+    for staging in path.parent.glob(f".{path.name}.creating-*"):
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _staging(path: Path) -> Path:
@@ -572,16 +681,16 @@ def _create_output(
         )
 
 
-def _build(path: Path, loaded: Any, fingerprint: str) -> None:
-    """Write the skeleton of a store for ``loaded`` at ``path`` (a new directory)."""
+def _record_vars(
+    names: list[str], dims: tuple[str, ...], shape: tuple[int, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The per-point variables ``names`` of :data:`RECORD_VARS`, unset, and their encodings."""
     import dask.array as da
-    import xarray as xr
 
-    space = loaded.space
-    dims, shape = space.dims, space.shape
     chunks = _chunks(shape, POINTS_PER_CHUNK)
     data_vars, encoding = {}, {}
-    for name, var in RECORD_VARS.items():
+    for name in names:
+        var = RECORD_VARS[name]
         if var.dtype is str:
             values = np.full(shape, var.fill, dtype=object)
             encoding[name] = {"chunks": chunks}
@@ -589,6 +698,33 @@ def _build(path: Path, loaded: Any, fingerprint: str) -> None:
             values = da.full(shape, var.fill, dtype=var.dtype, chunks=chunks)
             encoding[name] = {"chunks": chunks, "fill_value": var.fill}
         data_vars[name] = (dims, values, dict(var.attrs))
+    return data_vars, encoding
+
+
+def _add_record_vars(path: Path) -> None:
+    """Add the per-point variables a store made by an earlier version lacks (all unset)."""
+    import xarray as xr
+
+    group = _open_group(path, "r")
+    missing = [name for name in RECORD_VARS if name not in group]
+    if not missing:
+        return
+    dims = tuple(json.loads(group.attrs["sweep_dims"]))
+    data_vars, encoding = _record_vars(missing, dims, group["status"].shape)
+    ds = xr.Dataset(data_vars)
+    ds.attrs.update(group.attrs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(str(path), mode="a", compute=True, consolidated=False, encoding=encoding)
+
+
+def _build(path: Path, loaded: Any, fingerprint: str) -> None:
+    """Write the skeleton of a store for ``loaded`` at ``path`` (a new directory)."""
+    import xarray as xr
+
+    space = loaded.space
+    dims, shape = space.dims, space.shape
+    data_vars, encoding = _record_vars(list(RECORD_VARS), tuple(dims), tuple(shape))
     coords = {n: (d, v.astype(object) if v.dtype.kind in "OUS" else v) for n, (d, v) in space.coords.items()}
     ids = np.empty(shape, dtype=object)
     for p in space.points():

@@ -53,8 +53,12 @@ class StoreLock:
                 raise
             self._held = self._hold_file(exc)
             return
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, _holder_text().encode(), 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, _holder_text().encode(), 0)
+        except OSError:  # a full disk: the caller says so
+            os.close(self._fd)
+            raise
 
     def _hold_file(self, exc: OSError) -> Path:
         held = self.path / HELD_NAME

@@ -358,3 +358,27 @@ def descend(lr: float, steps: int = 30, every: float = 0.05, catch: bool = False
             raise
         print("pruned: cleaning up", flush=True)
     return {"loss": loss}
+
+
+def nan_out(x: int, size: int = 0, skip: int = -1) -> dict:
+    """``loss`` is NaN (a diverged optimisation); with ``size``, a ``curve`` of ``size`` NaNs that
+    point ``skip`` doesn't return at all."""
+    import numpy as np
+
+    out = {"loss": float("nan")}
+    if size and x != skip:
+        out["curve"] = np.full(size, np.nan)
+    return out
+
+
+def schema_race(x: int) -> dict:
+    """x=0 returns ``b`` only; x=1 (after 1 s) a new ``a`` of 3 and a complex ``b`` that can't be
+    stored (so the point fails); x=2 (after 2 s) ``a`` of 5 and a real ``b``."""
+    import numpy as np
+
+    if x == 0:
+        return {"b": 1.0}
+    time.sleep(x)
+    if x == 1:
+        return {"a": np.arange(3), "b": 1j}
+    return {"a": np.arange(5), "b": 2.0}

@@ -304,3 +304,51 @@ def test_a_daemon_a_job_starts_in_its_own_session_ends_with_the_job(tmp_path):
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     time.sleep(1)
     assert bootstrap_pids() <= before  # no child of the sweep is left either
+
+
+@root_only("mounting a tmpfs")
+def test_a_full_disk_keeps_every_point_that_fits(tmp_path, mounted):
+    """Found: on a 20 MB disk with 8 MB outputs, "0 points saved" while two points' chunks
+    filled it: the one-by-one retry rewrote chunks already written, which needs room again."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted("-t", "tmpfs", "-o", "size=20m", "tmpfs", str(disk))
+    out = disk / "out.zarr"
+    recipe = big_recipe(tmp_path, out, points=4, size=1_000_000)  # 8 MB each, all in one batch
+    run = cli_submit(recipe)
+    assert run.returncode == 3, run.stderr
+    assert "Traceback" not in run.stderr and "; 2 points saved;" in run.stderr, run.stderr
+    assert int((open_results(out)["status"] == "done").sum()) == 2
+
+
+@root_only("mounting a tmpfs")
+def test_a_new_store_on_a_full_disk_is_one_line_exit_3_and_leaves_no_folder(tmp_path, mounted):
+    """Found: the lock write failed with a traceback, exit 1, and left an empty folder."""
+    disk = tmp_path / "full"
+    disk.mkdir()
+    mounted("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk))
+    subprocess.run(["dd", "if=/dev/zero", f"of={disk / 'filler'}", "bs=4k"], capture_output=True)
+    run = cli_submit(big_recipe(tmp_path, disk / "out.zarr"))
+    assert run.returncode == 3, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "cannot create" in run.stderr, run.stderr
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+@root_only("mounting a tmpfs")
+def test_attach_ends_with_the_exit_code_of_a_sweep_that_filled_its_disk(tmp_path, mounted):
+    """Found: `sweep attach` of a driver that exited 3 (disk full) exited 1."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted("-t", "tmpfs", "-o", "size=20m", "tmpfs", str(disk))
+    out = disk / "out.zarr"
+    recipe = big_recipe(tmp_path, out, points=4, size=1_000_000)
+    recipe.write_text(recipe.read_text().replace("incompressible", "slow_incompressible"))
+    assert cli_submit(recipe, "--detach").returncode == 0
+    attach = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "attach", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert attach.returncode == 3, attach.stderr

@@ -1,6 +1,7 @@
 """A rerun never returns results computed from other inputs (found by trying, issue: trust)."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -175,3 +176,94 @@ def test_provenance_names_the_command_versions_and_git_commit(client, tmp_path, 
     assert f"git (job): {repo} at {commit}" in said
     assert "job_hash:" in said and "params.fixed" not in said and "'scale': 1.0" in said
     assert "workers on " in said and "'jax': " in said and "command: " in said
+
+
+def helped_job(tmp_path, scale: int) -> Path:
+    """A job file importing its sibling helper.py, whose SCALE is ``scale``."""
+    (tmp_path / "helper.py").write_text(f"SCALE = {scale}\n")
+    job = tmp_path / "helped.py"
+    job.write_text(
+        "import helper\n\n\ndef scaled(x, scale=1.0):\n    return {'value': float(x * helper.SCALE)}\n"
+    )
+    return job
+
+
+def test_a_changed_file_the_job_imports_is_refused_and_force_starts_over(client, tmp_path, capsys):
+    """Found: changing SCALE in the helper.py a job imports reran nothing (old values, rc 0), and
+    --force ran nothing either when the recorded inputs were unchanged."""
+    path = recipe(tmp_path, job_file=helped_job(tmp_path, 1))
+    out = tmp_path / "out.zarr"
+    assert submit(path, capsys)[0] == 0
+    first = open_results(out)
+    assert submit(path, capsys, "--force")[0] == 0  # the same inputs: --force still starts over
+    again = open_results(out)
+    assert (again["started"].values > first["started"].values).all()
+    helped_job(tmp_path, 10)
+    rc, err = submit(path, capsys)
+    assert rc == 2, err
+    assert f"imported file {tmp_path / 'helper.py'}: changed (sha256 " in err, err
+    assert list(open_results(out)["value"].values) == [1.0, 2.0, 3.0]
+    assert submit(path, capsys, "--force")[0] == 0
+    assert list(open_results(out)["value"].values) == [10.0, 20.0, 30.0]
+
+
+def test_a_job_edited_while_it_runs_records_the_version_each_point_ran(client, tmp_path, capsys):
+    """Found: with the job file edited mid-run, points computed by both versions were stored as
+    done under one hash, and after reverting the file nothing was ever flagged."""
+    job = tmp_path / "edited.py"
+    v1 = (
+        "import pathlib, time\nVALUE = 1\n\n\ndef scaled(x, scale=1.0):\n"
+        "    if x == 0:  # edits its own file: later children import the new version\n"
+        "        p = pathlib.Path(__file__)\n"
+        "        p.write_text(p.read_text().replace('VALUE = 1', 'VALUE = 2'))\n"
+        "    time.sleep(0.3)\n    return {'value': float(VALUE)}\n"
+    )
+    job.write_text(v1)
+    path = tmp_path / "edited.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "job": f"{job}:scaled",
+                "params": {"grid": {"x": list(range(6))}},
+                "child": {"max_jobs": 1},
+                "output": str(tmp_path / "out.zarr"),
+            }
+        )
+    )
+    assert submit(path, capsys)[0] == 0
+    ds = open_results(tmp_path / "out.zarr")
+    values = ds["value"].values
+    assert set(values) == {1.0, 2.0}, values
+    ids = ds["inputs"].values
+    assert len(set(ids[values == 1.0])) == 1 and len(set(ids[values == 2.0])) == 1
+    assert set(ids[values == 1.0]) != set(ids[values == 2.0])
+    capsys.readouterr()
+    main(["status", str(tmp_path / "out.zarr")])
+    said = capsys.readouterr().out
+    assert "done points ran with 2 different inputs" in said and "source changed" in said, said
+    rc, err = submit(path, capsys)  # the file now holds VALUE = 2: the points that ran VALUE = 1 differ
+    assert rc == 2 and f"{int((values == 1.0).sum())} done point(s) ran" in err, err
+    job.write_text(v1)  # reverted: now the points that ran VALUE = 2 are the ones that differ
+    rc, err = submit(path, capsys)
+    assert rc == 2 and f"{int((values == 2.0).sum())} done point(s) ran" in err, err
+
+
+def test_keep_done_over_inputs_no_point_used_keeps_the_recorded_ones(client, tmp_path, capsys):
+    """Found: with every point done, --keep-done over a changed child.env recorded inputs no
+    point used, and resubmitting with the inputs actually used was refused."""
+    out = tmp_path / "out.zarr"
+    assert submit(recipe(tmp_path), capsys)[0] == 0
+    assert submit(recipe(tmp_path, env={"JAX_ENABLE_X64": "1"}), capsys, "--keep-done")[0] == 0
+    assert submit(recipe(tmp_path), capsys)[0] == 0  # the inputs every point ran with
+    capsys.readouterr()
+    assert main(["status", str(out), "--provenance"]) == 0
+    said = capsys.readouterr().out
+    assert "child.env.JAX_ENABLE_X64" in said and "history:" in said, said  # the kept-over change
+    assert "different inputs" not in said
+
+
+def test_the_environment_the_children_inherit_is_an_input(client, tmp_path, capsys, monkeypatch):
+    assert submit(recipe(tmp_path), capsys)[0] == 0
+    monkeypatch.setenv("JAX_DEFAULT_MATMUL_PRECISION", "float32")
+    rc, err = submit(recipe(tmp_path), capsys)
+    assert rc == 2 and "environment.JAX_DEFAULT_MATMUL_PRECISION: (absent) → 'float32'" in err, err

@@ -103,3 +103,58 @@ def test_damaged_metadata_is_one_line_naming_the_file(client, out, tmp_path, cap
     assert main(["status", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(out / "y" / "zarr.json") in err, err
+
+
+@pytest.mark.parametrize(
+    "fixed",
+    [{}, {"size": 200_000}, {"size": 200_000, "skip": 2}],
+    ids=["nan-scalar", "nan-array-chunk-per-point", "output-not-returned"],
+)
+def test_done_points_whose_outputs_are_nan_or_absent_are_not_damaged(client, out, capsys, fixed):
+    """Found: zarr writes no chunk that holds only NaN, and the integrity check read the
+    missing chunk as lost data: `status` said damaged and every submit reran the points."""
+    s = Sweep(job("nan_out"), {"grid": {"x": [0, 1, 2, 3]}, "fixed": fixed}, output=out)
+    ds = s.run(client=client, progress=False)
+    assert (ds["status"] == "done").all(), ds["error"].values
+    assert np.isnan(ds["loss"].values).all()
+    capsys.readouterr()
+    assert main(["status", str(out)]) == 0
+    assert "damaged" not in capsys.readouterr().out
+    again = Sweep(job("nan_out"), {"grid": {"x": [0, 1, 2, 3]}, "fixed": fixed}, output=out)
+    again.run(client=client, progress=False)
+    assert again.stats["points_run"] == 0
+
+
+def test_a_failed_point_fixes_no_output_schema(client, out):
+    """Found: x=1's new output `a` was created before its complex `b` failed the point, so x=2's
+    `a` was refused against a shape that no point stored, and x=0 read damaged."""
+    from sweep.store import lost_points
+
+    ds = Sweep(job("schema_race"), {"grid": {"x": [0, 1, 2]}}, output=out).run(client=client, progress=False)
+    assert list(ds["status"].values) == ["done", "failed", "done"], ds["error"].values
+    assert "complex128 here but float64" in ds["error"].values[1]
+    assert ds["a"].sel(x=2).values.tolist() == [0, 1, 2, 3, 4]
+    assert not lost_points(out).any()
+
+
+@pytest.mark.parametrize("damage", ["garbled", "removed"])
+@pytest.mark.parametrize("variable", ["status", "y"])
+def test_damaged_variable_metadata_is_one_line_for_every_command(
+    client, out, tmp_path, capsys, variable, damage
+):
+    """Found: a garbled or missing `status/zarr.json` gave KeyError / JSONDecodeError tracebacks."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        yaml.safe_dump({"job": job("square"), "params": {"grid": {"x": [1.0]}}, "output": str(out)})
+    )
+    Sweep.from_yaml(recipe).run(client=client, progress=False)
+    meta = out / variable / "zarr.json"
+    meta.write_text('{"bad') if damage == "garbled" else meta.unlink()
+    for argv in (["status", str(out)], ["submit", str(recipe), "--no-progress", "--keep-done"]):
+        capsys.readouterr()
+        rc = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert rc == 2, (argv, err)
+        assert len(err.splitlines()) == 1 and str(meta) in err and "--force" in err, (argv, err)
+    assert main(["ls", str(tmp_path)]) == 0  # the other stores are still listed; this one says why
+    assert f"damaged: {meta}" in capsys.readouterr().out

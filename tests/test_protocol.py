@@ -44,7 +44,8 @@ def test_large_messages_are_framed_whole():
 
 def test_store_variables_are_the_records_stored_fields_with_status_last():
     assert list(RECORD_VARS)[-1] == "status"
-    assert set(RECORD_VARS) == {f for f in vars(PointRecord(())) if f not in ("index", "outputs", "logs")}
+    unstored = ("index", "outputs", "logs", "sources")
+    assert set(RECORD_VARS) == {f for f in vars(PointRecord(())) if f not in unstored}
     assert RECORD_VARS["status"].fill == "pending" and RECORD_VARS["peak_rss"].dtype == "int64"
 
 
