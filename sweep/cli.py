@@ -514,9 +514,12 @@ def _status(args: argparse.Namespace) -> int:
         f"{args.output}: sweep {ds.attrs.get('sweep_name')} ({ds.attrs.get('sweep_space')}), {total} points"
     )
     print(f"  {last_run(args.output, ds.attrs)}")
-    running = _running(Path(args.output))
+    # the driver publishes its running points every few seconds: those the store already
+    # holds as ended are not running any more
+    stored = ds["status"].values
+    running = [p for p in _running(Path(args.output)) if stored[tuple(p["index"])] == "pending"]
     counts["running"] = len(running)
-    counts["pending"] -= len(running)  # the store holds them as pending until they end
+    counts["pending"] = max(0, counts["pending"] - len(running))  # pending in the store until they end
     for name in ("done", "pruned", *NOT_DONE, "running", "pending"):
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -29,10 +30,12 @@ class SweepProgress:
         self.total = total
         self.counts: Counter[str] = Counter(done=already_done)
         self._done_before = already_done
-        self.started: set[tuple[int, ...]] = set()
+        # Written by the client's event thread (on_event) and the driver's loop (points_written),
+        # read by both and by SweepRun.progress(): every access holds _lock.
+        self._lock = threading.Lock()
         self.latest: dict[tuple[int, ...], dict[str, Any]] = {}
-        self.finished: set[tuple[int, ...]] = set()
-        self.where: dict[tuple[int, ...], events.PointStarted] = {}
+        self.finished: set[tuple[int, ...]] = set()  # written to the store (a late start is ignored)
+        self.where: dict[tuple[int, ...], events.PointStarted] = {}  # running now: dropped as they end
         self.console = Console(file=sys.stderr)
         self.live = enabled and (self.console.is_terminal or self.console.is_jupyter)
         self.enabled = enabled
@@ -45,7 +48,8 @@ class SweepProgress:
 
     @property
     def running(self) -> int:
-        return len(self.started - self.finished)
+        with self._lock:
+            return len(self.where)
 
     @property
     def pending(self) -> int:
@@ -84,18 +88,22 @@ class SweepProgress:
 
     def on_event(self, event: events.Event | None) -> None:
         """A worker's event for this sweep (a point started, or reported values)."""
-        if isinstance(event, events.PointStarted):
-            self.started.add(event.index)
-            self.where[event.index] = event
-        elif isinstance(event, events.PointReported):
-            self.latest[event.index] = event.latest
+        with self._lock:
+            if isinstance(event, events.PointStarted) and event.index not in self.finished:
+                self.where[event.index] = event
+            elif isinstance(event, events.PointEnded):
+                self.where.pop(event.index, None)
+                self.latest.pop(event.index, None)
+            elif isinstance(event, events.PointReported) and event.index not in self.finished:
+                self.latest[event.index] = event.latest
 
     def running_points(self) -> list[dict[str, Any]]:
-        """The points started and not yet written: index, host, cores and start time."""
+        """The points started and not yet ended: index, host, cores and start time."""
+        with self._lock:
+            running = list(self.where.values())
         return [
             {"index": list(e.index), "host": e.host, "cores": list(e.cores), "since": e.since}
-            for i, e in self.where.items()
-            if i not in self.finished
+            for e in running
         ]
 
     def snapshot(self) -> dict[str, Any]:
@@ -108,14 +116,21 @@ class SweepProgress:
             "failed": bad,
             "running": self.running,
             "pending": max(0, self.pending),
-            "latest": dict(self.latest),
+            "latest": self._latest(),
         }
+
+    def _latest(self) -> dict[tuple[int, ...], dict[str, Any]]:
+        with self._lock:
+            return dict(self.latest)
 
     def points_written(self, records: list[PointRecord]) -> None:
         """Count points once they are in the store, then refresh the display."""
-        for r in records:
-            self.finished.add(r.index)
-            self.counts[r.status] += 1
+        with self._lock:
+            for r in records:
+                self.finished.add(r.index)
+                self.where.pop(r.index, None)
+                self.latest.pop(r.index, None)
+                self.counts[r.status] += 1
         self.refresh()
 
     def refresh(self, force: bool = False) -> None:

@@ -5,7 +5,8 @@ import sys
 
 import yaml
 
-from sweep import open_results
+from sweep import Sweep, open_results
+from sweep.cli import main
 from tests.conftest import JOBS, ROOT
 
 
@@ -58,3 +59,26 @@ def test_every_sweep_error_exits_2_with_one_line(tmp_path, capsys):
     assert main(["status", str(tmp_path / "nothing.zarr")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("sweep status: error:") and "is not a sweep result store" in err
+
+
+def test_status_of_a_running_sweep_counts_ended_points_once(client, tmp_path, capsys):
+    """Found: `done 4 / running 4 / pending -2`: the running list is published every 2 s and
+    was not checked against the store."""
+    import os
+    import socket
+    import time
+
+    from sweep.driver import DriverState
+    from sweep.store import Store
+
+    out = tmp_path / "out.zarr"
+    s = Sweep(f"{JOBS}:square", {"grid": {"x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}}, output=out)
+    s.run(client=client, progress=False)
+    with Store.open(out, s.loaded) as store:  # a run holds the store: points 4 and 5 pending again
+        store._put("status", [(4,), (5,)], ["pending", "pending"])
+        running = [{"index": [i], "host": "h", "cores": [0], "since": time.time()} for i in (2, 3, 4, 5)]
+        DriverState(os.getpid(), socket.gethostname(), time.time(), ["sweep"], running=running).save(out)
+        capsys.readouterr()
+        main(["status", str(out)])
+        said = capsys.readouterr().out
+    assert "running  2" in said and "done     4" in said and "pending" not in said, said

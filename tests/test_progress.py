@@ -22,3 +22,42 @@ def test_reports_are_kept_per_point():
     msg = {**events.to_msg(reported), "worker": "tcp://x"}  # Dask adds the sender
     bar.on_event(events.from_msg(msg))
     assert bar.snapshot()["latest"] == {(1,): {"step": 4, "loss": 0.5}}
+
+
+def test_events_from_another_thread_while_the_loop_publishes_and_writes():
+    """Found: at 128 concurrent points the driver died with "dictionary changed size during
+    iteration" in running_points, called while the event thread added to it."""
+    import threading
+
+    bar = SweepProgress(200_000, enabled=False)
+    stop = threading.Event()
+
+    def flood() -> None:
+        i = 0
+        while not stop.is_set():
+            bar.on_event(events.PointStarted((i,), "h", (0,), 0.0))
+            bar.on_event(events.PointReported.of((i,), Report({"loss": 1.0}, 1, 0.0), attempt=1))
+            i += 1
+
+    thread = threading.Thread(target=flood)
+    thread.start()
+    try:
+        for n in range(300):
+            bar.running_points()
+            bar.snapshot()
+            bar.points_written([PointRecord((j,), status="done") for j in range(n * 50, n * 50 + 50)])
+    finally:
+        stop.set()
+        thread.join()
+    # points that ended are forgotten: what is kept is what runs now
+    assert all(i not in bar.where for i in bar.finished)
+    assert len(bar.where) + len(bar.finished) >= len(bar.latest)
+
+
+def test_a_point_that_ended_is_not_running_before_it_is_written():
+    bar = SweepProgress(2, enabled=False)
+    bar.on_event(events.PointStarted((0,), "h", (1,), 5.0))
+    assert [p["index"] for p in bar.running_points()] == [[0]]
+    record = PointRecord((0,), status="done", host="h", cores=(1,))
+    bar.on_event(events.from_msg(events.to_msg(events.PointEnded.of(record))))
+    assert bar.running_points() == [] and bar.running == 0
