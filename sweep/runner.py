@@ -206,6 +206,8 @@ class Sweep:
         self._check_thread_headroom(client)
         self._check_environment()
         self._child_config = plan.child_config(self.recipe)  # checks the compile cache (warns once)
+        if self.loaded.search is not None and not force and (self.output / "zarr.json").exists():
+            search.check_journal(self.output)  # before the store grows or a cluster starts
         return self._run_with_store(client, force, keep_done, only_failed, progress, on_start)
 
     def _run_with_store(
@@ -450,6 +452,8 @@ class Sweep:
                 told = study.tell(r.index, r.status, r.outputs, r.reports)
                 if told is not None:
                     client.log_event(events.topic(self.loaded.name), events.to_msg(told))
+            except search.ObjectiveNotFinite as exc:
+                r = replace(r, status="failed", error=str(exc))
             except search.ObjectiveMissing as exc:
                 r = replace(r, status="failed", error=str(exc))
                 if not study.completed():

@@ -23,6 +23,7 @@ trials to stop, through its ask/tell interface; nothing here samples or prunes b
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import math
 from collections import deque
@@ -184,11 +185,14 @@ def _pruner(kind: str, options: Mapping[str, Any]) -> Any:
     return getattr(optuna.pruners, name)(**options) if name else optuna.pruners.NopPruner()
 
 
-def _sampler(spec: SearchSpec) -> Any:
+def _sampler(spec: SearchSpec, asked: int = 0) -> Any:
+    """The sampler of ``spec`` for a study that has ``asked`` trials already. A seeded sampler
+    made again replays its random stream from the start, so a resumed study's is seeded with
+    ``seed + asked``: each run of the same search goes on differently, and reproducibly."""
     import optuna
 
     cls = getattr(optuna.samplers, SAMPLERS[spec.sampler])
-    return cls(seed=spec.seed)
+    return cls(seed=None if spec.seed is None else spec.seed + asked)
 
 
 def journal_path(output: Path) -> Path:
@@ -211,6 +215,29 @@ def distributions(axes: Mapping[str, Bounds | Choices]) -> dict[str, Any]:
     return out
 
 
+class JournalDamaged(SweepError):
+    """The study's journal next to the store can't be read; nothing was changed."""
+
+
+def check_journal(output: Path) -> None:
+    """Raise JournalDamaged naming the line when the journal of the store at ``output`` has a
+    record that doesn't decode before its last line (Optuna would fail reading it; a torn last
+    line, from a driver killed while writing, is ignored as Optuna does)."""
+    path = journal_path(output)
+    try:
+        lines = path.read_bytes().splitlines(keepends=True)
+    except FileNotFoundError:
+        return
+    for number, line in enumerate(lines[:-1], start=1):
+        try:
+            json.loads(line)
+        except ValueError as exc:
+            raise JournalDamaged(
+                f"{path}: line {number} is not a journal record ({exc}); remove the file to rebuild "
+                "the study from the store's trials, or restore it"
+            ) from None
+
+
 class SearchStopped(SweepError):
     """A search stopped early: its first trial to finish gave no value for the objective."""
 
@@ -219,6 +246,10 @@ class SearchStopped(SweepError):
 
 class ObjectiveMissing(RuntimeError):
     """A finished trial has no value for an objective: neither an output nor a report key."""
+
+
+class ObjectiveNotFinite(RuntimeError):
+    """A finished trial's objective is NaN or infinite: Optuna counts it failed, so does the store."""
 
 
 class Study:
@@ -253,30 +284,78 @@ class Study:
             **kwargs,
         )
         self.distributions = distributions(axes)
+        asked = len(self.study.get_trials(deepcopy=False))
+        if not asked:
+            asked = self._rebuild(output)
+        if asked:
+            self.study.sampler = _sampler(spec, asked)
         self.trials: dict[tuple[int, ...], Any] = {}  # slot -> its running optuna Trial
         self.told = 0  # trials told COMPLETE in this run
         self._heard: deque[tuple[tuple[int, ...], int | None, dict[str, float]]] = deque()
         self._steps: dict[tuple[int, ...], int] = {}
         self.pruned: set[tuple[int, ...]] = set()
 
+    def _rebuild(self, output: Path) -> int:
+        """A study with no trials next to a store whose trials ran (its journal was lost) gets
+        them back from the store: each slot that ran, with its parameters, its state and, when
+        done, its objective value. Returns how many were added."""
+        from optuna.trial import TrialState, create_trial
+
+        from sweep.results import open_results
+
+        if not (output / "zarr.json").exists():
+            return 0
+        ds = open_results(output)
+        states = {"done": TrialState.COMPLETE, "pruned": TrialState.PRUNED}
+        added = 0
+        for slot, status in enumerate(ds["status"].values):
+            params = {name: ds[name].values[slot] for name in self.distributions}
+            if status == "pending" or any(v is None or v != v for v in params.values()):
+                continue
+            params = {k: v.item() if hasattr(v, "item") else v for k, v in params.items()}
+            state, values = states.get(str(status), TrialState.FAIL), None
+            if state == TrialState.COMPLETE:
+                reports = json.loads(str(ds["reports"].values[slot]) or "[]")
+                outputs = {n: _Stored(ds[n].values[slot]) for n in self.spec.objectives if n in ds}
+                try:
+                    values = [objective_value(n, outputs, reports) for n in self.spec.objectives]
+                except ObjectiveMissing:
+                    state = TrialState.FAIL
+            if values is not None and not all(math.isfinite(v) for v in values):
+                state, values = TrialState.FAIL, None
+            trial = create_trial(
+                state=state,
+                params=params,
+                distributions=self.distributions,
+                values=values if state == TrialState.COMPLETE else None,
+                user_attrs={SLOT_ATTR: slot},
+            )
+            self.study.add_trial(trial)
+            added += 1
+        if added:
+            log.warning("%s was missing: the study is rebuilt from the store's %d trial(s)", self.path, added)
+        return added
+
     # -- asking ---------------------------------------------------------------------------
     def resume(self, slots: Iterable[tuple[int, ...]]) -> dict[tuple[int, ...], dict[str, Any]]:
-        """Trials of ``slots`` left RUNNING by a driver that died are told FAIL; the parameters
-        each of those slots will ask again with."""
+        """The parameters each of ``slots`` that had a trial runs again with: its last trial's
+        (a trial left RUNNING by a driver that died is told FAIL first). A failed trial retried,
+        or one whose run was cut short, runs its own parameters again; a slot never asked gets
+        a new trial."""
         from optuna.trial import TrialState
 
         wanted = {int(s[0]) for s in slots}
-        again: dict[tuple[int, ...], dict[str, Any]] = {}
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+        last: dict[int, Any] = {}
+        for t in self.study.get_trials(deepcopy=False):
             slot = t.user_attrs.get(SLOT_ATTR)
             if slot in wanted:
-                self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+                if t.state in (TrialState.RUNNING, TrialState.WAITING):
+                    self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
                 if t.params:
-                    again[(slot,)] = dict(t.params)
+                    last[slot] = t
+        again: dict[tuple[int, ...], dict[str, Any]] = {(slot,): dict(t.params) for slot, t in last.items()}
         if again:
-            log.info(
-                "%s: %d trial(s) a stopped run left running are failed and asked again", self.path, len(again)
-            )
+            log.info("%s: %d trial(s) run again with their own parameters", self.path, len(again))
         return again
 
     def ask(self, slot: tuple[int, ...], params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -361,6 +440,12 @@ class Study:
         except ObjectiveMissing:
             self.study.tell(trial, state=TrialState.FAIL)
             raise
+        if not all(math.isfinite(v) for v in values):
+            self.study.tell(trial, state=TrialState.FAIL)
+            raise ObjectiveNotFinite(
+                f"objective {', '.join(self.spec.objectives)} is {', '.join(map(str, values))}: the study "
+                "can't use it, so the trial is failed in the study and in the store"
+            )
         self.study.tell(trial, values if len(values) > 1 else values[0])
         self.told += 1
         return TrialTold(slot, params, "complete", tuple(values))
@@ -375,6 +460,13 @@ class Study:
             for t in self.study.get_trials(deepcopy=False, states=tuple(states))
             if SLOT_ATTR in t.user_attrs
         ]
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A stored output value, shaped as a job's output for :func:`objective_value`."""
+
+    values: Any
 
 
 def objective_value(name: str, outputs: Mapping[str, Any], reports: list[dict]) -> float:

@@ -342,9 +342,12 @@ def ticker(x: int, n: int = 10, every: float = 0.3, folder: str = "") -> dict:
     return {"value": float(x)}
 
 
-def descend(lr: float, steps: int = 30, every: float = 0.05, catch: bool = False) -> dict:
+def descend(
+    lr: float, steps: int = 30, every: float = 0.05, catch: bool = False, nan_above: float = 99.0
+) -> dict:
     """A toy optimisation: loss = (1 - lr)^2 + 1/(step + 1), reported every step; with ``catch``
-    it catches sweep.Pruned, prints that it cleans up, and returns."""
+    it catches sweep.Pruned, prints that it cleans up, and returns. It returns a NaN loss for
+    ``lr`` above ``nan_above`` (it diverged)."""
     import sweep
 
     loss = float("inf")
@@ -357,7 +360,7 @@ def descend(lr: float, steps: int = 30, every: float = 0.05, catch: bool = False
         if not catch:
             raise
         print("pruned: cleaning up", flush=True)
-    return {"loss": loss}
+    return {"loss": float("nan") if lr > nan_above else loss}
 
 
 def nan_out(x: int, size: int = 0, skip: int = -1) -> dict:

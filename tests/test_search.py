@@ -281,3 +281,62 @@ def test_logs_select_a_trial_by_its_number(client, out, capsys):
     assert text.count("==> point") == 1 and f"hello from {x}" in text
     assert main(["logs", str(out), "--where", "iteration=1"]) == 2  # an output's dim is not a sweep axis
     assert "one of ['trial', 'x']" in capsys.readouterr().err
+
+
+def test_a_seeded_search_resumed_three_times_never_repeats_a_trial(client, out):
+    """Found: re-creating a seeded sampler replayed its stream, so with seed 0 growing 4 -> 8
+    trials made trials 4-7 equal to 0-3, and a retry put copies of done trials in failed slots."""
+    from sweep.store import Store
+
+    def run(n, **kw):
+        s = Sweep(f"{JOBS}:descend", search(n, prune=False), output=out)
+        return s, s.run(client=client, progress=False, **kw)
+
+    run(4)
+    s, grown = run(6)  # growth
+    failed_lr = float(grown["lr"][2])
+    with Store.open(out, s.loaded) as store:  # trial 2 as if it had failed
+        store._put("status", [(2,)], ["failed"])
+    _, retried = run(6, only_failed=True)  # retry
+    assert float(retried["lr"][2]) == failed_lr  # a retried trial runs its own parameters
+    _, ds = run(8)  # growth again
+    lrs = [round(float(v), 12) for v in ds["lr"].values]
+    assert len(set(lrs)) == 8, lrs
+    assert (ds["status"] == "done").all()
+
+
+def test_a_nan_objective_is_failed_in_the_study_and_in_the_store(client, out):
+    """Found: a NaN objective was `done` in the store but FAIL in the study."""
+    params = search(6, prune=False)
+    params["fixed"]["nan_above"] = 1.0
+    ds = Sweep(f"{JOBS}:descend", params, output=out).run(client=client, progress=False)
+    states = {t.user_attrs["sweep_slot"]: t.state for t in study_of(out).trials}
+    for i, lr in enumerate(ds["lr"].values):
+        assert (ds["status"].values[i] == "failed") == (lr > 1.0)
+        assert (states[i] == TrialState.FAIL) == (lr > 1.0)
+    assert any(ds["lr"].values > 1.0) and any(ds["lr"].values <= 1.0), ds["lr"].values
+    assert "objective loss is nan" in ds["error"].values[ds["lr"].values > 1.0][0]
+
+
+def test_a_corrupt_journal_is_refused_before_anything_changes_and_a_lost_one_is_rebuilt(client, out):
+    """Found: a corrupt journal line gave a traceback after the store had grown and a cluster
+    started; a deleted journal was recreated silently, forgetting the done trials."""
+    from sweep.search import JournalDamaged
+
+    first = Sweep(f"{JOBS}:descend", search(4, prune=False), output=out).run(client=client, progress=False)
+    journal = journal_path(out)
+    good = journal.read_bytes()
+    lines = good.splitlines(keepends=True)
+    journal.write_bytes(b"".join([lines[0], b'{"op_code": 4, "broken\n', *lines[1:]]))
+    with pytest.raises(JournalDamaged, match=r"line 2 is not a journal record"):
+        Sweep(f"{JOBS}:descend", search(6, prune=False), output=out).run(client=client, progress=False)
+    assert open_results(out).sizes["trial"] == 4  # the store did not grow
+    journal.unlink()
+    ds = Sweep(f"{JOBS}:descend", search(6, prune=False), output=out).run(client=client, progress=False)
+    trials = study_of(out).trials
+    assert sorted(t.user_attrs["sweep_slot"] for t in trials) == list(range(6))
+    assert ds["lr"][:4].values.tolist() == first["lr"].values.tolist()
+    for t in trials[:4]:
+        slot = t.user_attrs["sweep_slot"]
+        assert t.state == TrialState.COMPLETE and t.values[0] == pytest.approx(float(ds["loss"][slot]))
+    assert len({round(float(v), 12) for v in ds["lr"].values}) == 6
