@@ -257,17 +257,24 @@ def _submit(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.detach:
         return _detach(args, s)
+    return _drive(
+        s, args.no_progress, force=args.force, keep_done=args.keep_done, only_failed=args.only == "failed"
+    )
+
+
+def _drive(s: Any, quiet: bool, **run: Any) -> int:
+    """Run sweep ``s`` as this command's driver: its state file published once it holds the
+    store (for `attach`, `cancel`, `logs --follow`), SIGTERM taken as a cancel, its exit code
+    recorded as it ends; the exit code."""
     from sweep import driver
 
-    quiet = args.no_progress
     with driver.exit_recorded(s.output) as code, _cancel_on_sigterm() as cancel:
         ds = s.run(
-            force=args.force,
-            keep_done=args.keep_done,
-            only_failed=args.only == "failed",
             progress=not quiet,
             on_start=_announcer(s, quiet),
             cancel=cancel,
+            on_store=lambda: driver.starting(s.output),
+            **run,
         )
         code[0] = _exit_code(ds, len(s))
     return code[0]
@@ -431,8 +438,7 @@ def _retry(args: argparse.Namespace) -> int:
     from sweep.runner import Sweep
 
     s = Sweep.from_store(args.output, args.overrides)
-    ds = s.run(only_failed=True, progress=not args.no_progress, on_start=_announcer(s, args.no_progress))
-    return _exit_code(ds, len(s))
+    return _drive(s, args.no_progress, only_failed=True)
 
 
 def _announcer(s: Any, quiet: bool) -> Any:

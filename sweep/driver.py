@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import SweepError, UsageError
-from sweep.storelock import locked
+from sweep.storelock import holder, locked
 
 STATE_NAME = ".sweep-driver.json"
 LOG_NAME = ".sweep-driver.log"
@@ -99,16 +99,28 @@ class DriverState:
             return None
 
 
-def record(output: Path, client: Any, dashboard: str) -> None:
-    """Called by the driver once its cluster is up: write its state file."""
-    cluster = getattr(client, "cluster", None)
-    tls_dir = getattr(cluster, "shared_temp_directory", None) or Path.home() / ".cache" / "sweep" / "tls"
-    DriverState(
+def starting(output: Path) -> None:
+    """Called by the driver as soon as it holds the store's lock: its state file, without a
+    cluster yet, replaces the one a previous run left (which names another pid)."""
+    _own_state(output).save(output)
+
+
+def _own_state(output: Path) -> DriverState:
+    return DriverState(
         pid=os.getpid(),
         host=socket.gethostname(),
         started=time.time(),
         command=list(sys.argv),
         log=str(output / LOG_NAME) if (output / LOG_NAME).exists() else "",
+    )
+
+
+def record(output: Path, client: Any, dashboard: str) -> None:
+    """Called by the driver once its cluster is up: write its state file."""
+    cluster = getattr(client, "cluster", None)
+    tls_dir = getattr(cluster, "shared_temp_directory", None) or Path.home() / ".cache" / "sweep" / "tls"
+    replace(
+        _own_state(output),
         dashboard=dashboard,
         scheduler=str(client.scheduler.address),
         batch_jobs=batch_jobs(client),
@@ -193,13 +205,27 @@ class NotRunning(UsageError):
     """No driver runs this store now."""
 
 
+class Starting(NotRunning):
+    """A process holds the store but has not published its state: a driver starting up, or a
+    sweep run from Python (which publishes none)."""
+
+
 def running(output: Path) -> DriverState:
-    """The state of the driver running ``output`` now; NotRunning when none does."""
-    if not (output / "zarr.json").exists():
+    """The state of the driver running ``output`` now: the state file's, only when it names the
+    process that holds the store's lock (a finished run leaves its file behind, naming a pid
+    that may be gone or reused). NotRunning when none runs it; Starting when the holder has
+    not published its state."""
+    owner = holder(output) if output.is_dir() else None
+    if owner is None and not (output / "zarr.json").exists():  # a held one may be being rebuilt
         raise UsageError(f"{output} is not a sweep store (no zarr.json); give a store's path")
-    state = DriverState.load(output)
-    if not locked(output) or state is None:
+    if owner is None:
         raise NotRunning(f"no sweep runs {output} now; `sweep status {output}` says how its last run ended")
+    state = DriverState.load(output)
+    if state is None or (state.pid, state.host) != owner:
+        raise Starting(
+            f"{output} is held by pid {owner[0]} on {owner[1]}, which has not published its state yet "
+            "(a sweep starting up, or one run from Python: stop that one where it runs); try again soon"
+        )
     return state
 
 
@@ -226,7 +252,7 @@ def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> Dr
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         state = DriverState.load(output)
-        if state is not None and state.pid == proc.pid:
+        if state is not None and state.pid == proc.pid and state.scheduler:  # its cluster is up
             return state
         if proc.poll() == 0:
             return None

@@ -28,6 +28,21 @@ BIG_CHUNK = 1 << 20  # after a chunk this big, ask again at once
 TAIL_BYTES = 4096
 
 
+def _started(output: Path, poll: float) -> driver.DriverState:
+    """The running driver's state once it has published its run's token (its cluster is up);
+    NotRunning when none runs ``output`` (or it ends first)."""
+    deadline = time.monotonic() + driver.START_TIMEOUT_S
+    while True:
+        try:
+            state = driver.running(output)
+            if state.run:
+                return state
+        except driver.Starting:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(poll)
+
+
 def follow(
     output: Path,
     point_id: str,
@@ -43,10 +58,7 @@ def follow(
     from sweep.pool import on_pool
 
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)  # a scheduler gone is said here
-    state = driver.running(output)
-    while not state.run:  # the driver publishes the run's token once its cluster is up
-        time.sleep(poll)
-        state = driver.running(output)
+    state = _started(output, poll)
     attempt, offset, headed, waited = 1, 0, 0, False
     text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a chunk may end mid-character
     tail = b""  # the last bytes shown of the current attempt, to find the rest in the store

@@ -94,6 +94,7 @@ class Sweep:
         self._cancel = threading.Event()
         self._fatal: str | None = None  # why the cluster can't go on (set from another thread)
         self._store_ready = threading.Event()  # set once run() has opened the store
+        self._on_store: Callable[[], None] | None = None
         self._search: search.Study | None = None  # a search's study while it runs
         self._search_stopped: str | None = None  # why a search stopped early
         self.timeline: dict[str, float] = {}  # moments of the last run(), see _mark
@@ -176,6 +177,7 @@ class Sweep:
         progress: bool = True,
         on_start: Callable[[Client], None] | None = None,
         cancel: threading.Event | None = None,
+        on_store: Callable[[], None] | None = None,
     ) -> Any:
         """Run every point not yet done and return the result dataset (xarray).
 
@@ -190,14 +192,17 @@ class Sweep:
         other inputs, ``keep_done`` (keep the done points, run the rest with the new inputs).
         ``only_failed`` runs only the failed, timed-out and killed points (not pending ones).
         ``on_start`` is called with the client once the cluster is up (the CLI prints the
-        dashboard link there). ``self.timeline`` says when the store was ready, the cluster up,
-        the first point submitted and the first result back (seconds since the call).
+        dashboard link there); ``on_store`` as soon as the store is open and locked by this
+        process (the CLI publishes its pid there, for ``sweep cancel``). ``self.timeline`` says
+        when the store was ready, the cluster up, the first point submitted and the first
+        result back (seconds since the call).
         """
         self._t0 = time.monotonic()
         self.stats = {"points_run": 0, "store_s": 0.0}
         self.timeline = {}
         self._search_stopped = None
         self._cancel = cancel or threading.Event()
+        self._on_store = on_store
         k = self.recipe.resources.threads
         if client is None:
             preflight(self.recipe.cluster, k)
@@ -287,6 +292,12 @@ class Sweep:
 
     def _open_store(self, force: bool, keep_done: bool) -> Store:
         store = Store.open(self.output, self.loaded, force=force, keep_done=keep_done)
+        if self._on_store is not None:
+            try:
+                self._on_store()
+            except BaseException:
+                store.close()
+                raise
         self._store_ready.set()
         self._mark("store")
         return store
@@ -495,6 +506,10 @@ class Sweep:
                     for future in window.fill():
                         done.add(future)
                     filled = time.monotonic()
+                if time.monotonic() - published >= RUNNING_EVERY_S and not writer.store.intact():
+                    self._stop(client, window)
+                    writer.drop()  # nowhere to write them
+                    writer.store.check_intact()
                 if self.progress is not None and time.monotonic() - published >= RUNNING_EVERY_S:
                     driver.publish(
                         self.output,

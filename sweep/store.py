@@ -70,6 +70,13 @@ class StoreFull(SweepError, RuntimeError):
     exit_code = 3
 
 
+class StoreGone(SweepError, RuntimeError):
+    """The store's folder was moved or deleted while a sweep wrote it: the sweep stopped, and
+    nothing was written at the old path."""
+
+    exit_code = 1
+
+
 class StoreMismatch(SweepError, RuntimeError):
     """The store was made by a different space or from other inputs; the message lists how."""
 
@@ -134,8 +141,15 @@ class Store:
             grown: growth.Growth | None = None
             _finish_swap(path)
             _clean_staging(path)
-            if (path / "zarr.json").exists() and force:
+            has_data = any(e.name not in NOT_DATA for e in path.iterdir())
+            if has_data and force:
                 _clear(path)  # start over in place, whatever the store held
+            elif has_data and not (path / "zarr.json").exists():
+                raise integrity.StoreDamaged(
+                    f"{path} holds parts of a store but no {path / 'zarr.json'} (a store moved or deleted "
+                    "while a sweep wrote it?); restore it, or run with --force (or another --output) to "
+                    "start over"
+                )
             now = inputs.of(loaded)  # reads and hashes the job's source: once per open
             if (path / "zarr.json").exists():
                 attrs = _read_attrs(path)
@@ -159,6 +173,19 @@ class Store:
         except BaseException:
             lock.release()
             raise
+
+    def intact(self) -> bool:
+        """Whether the store's folder is still the one this process locked."""
+        return self._lock is None or self._lock.intact()
+
+    def check_intact(self) -> None:
+        """StoreGone unless :meth:`intact`: writing on would make a new, partial store at the old
+        path (zarr creates what is missing)."""
+        if not self.intact():
+            raise StoreGone(
+                f"{self.path} was moved or deleted while the sweep ran; it stopped and wrote nothing "
+                "more there. Submit again at the store's new place (--output) to resume it"
+            )
 
     def close(self) -> None:
         if self._lock is not None:
@@ -229,6 +256,8 @@ class Store:
 
         On a full file system this can't be written; the store then reads as ended abnormally.
         """
+        if not self.intact():
+            return
         try:
             self.set_attrs(sweep_last_end=_now(), sweep_run_state=state)
         except OSError as exc:
@@ -246,6 +275,7 @@ class Store:
         """
         if not records:
             return []
+        self.check_intact()
         try:
             return self._write(records)
         except OSError as exc:

@@ -39,6 +39,7 @@ class StoreLock:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._folder = _identity(path)
         self._fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         self._held: Path | None = None
         try:
@@ -85,6 +86,11 @@ class StoreLock:
             return held
         raise StoreLocked(_busy(self.path, "another process", held))
 
+    def intact(self) -> bool:
+        """Whether the store's folder is still where it was locked (not moved, deleted or
+        replaced by another folder of the same name)."""
+        return _identity(self.path) == self._folder
+
     def release(self) -> None:
         if self._held is not None:
             self._held.unlink(missing_ok=True)
@@ -92,6 +98,14 @@ class StoreLock:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _busy(path: Path, holder: str, lock: Path) -> str:
@@ -117,6 +131,20 @@ def _stale(held: Path) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def holder(path: Path) -> tuple[int, str] | None:
+    """(pid, host) of the process holding the store's writer lock now, or None when none does
+    (or its lock file names nobody yet)."""
+    if not locked(path):
+        return None
+    for name in (HELD_NAME, LOCK_NAME):
+        try:
+            words = (path / name).read_text(errors="replace").split()
+            return int(words[1]), words[3]
+        except (OSError, IndexError, ValueError):
+            continue
+    return None
 
 
 def locked(path: Path) -> bool:

@@ -47,6 +47,10 @@ class ResultWriter:
             return False
         return len(self.pending) >= FLUSH_POINTS or time.monotonic() - self.oldest >= FLUSH_SECONDS
 
+    def drop(self) -> None:
+        """Forget the waiting points (their store is gone)."""
+        self.pending = []
+
     def flush(self) -> None:
         """Write every waiting point now."""
         if not self.pending:

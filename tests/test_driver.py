@@ -101,7 +101,8 @@ def test_cancel_stops_a_detached_sweep_kills_its_children_and_a_rerun_resumes(tm
     wait_for(lambda: "running  2" in sweep("status", str(out)).stdout, seconds=30)  # told every 2 s
     status = sweep("status", str(out))
     assert "running now" in status.stdout and "running  2" in status.stdout, status.stdout
-    assert "pending  6" in status.stdout  # 8 points: 2 running, 6 waiting
+    done = int((open_results(out)["status"] == "done").sum())
+    assert f"pending  {6 - done}" in status.stdout  # 8 points: 2 running, the rest done or waiting
     assert status.stdout.count(" cores ") == 2 and " for " in status.stdout
     listed = sweep("ls", str(tmp_path / "results"))
     assert listed.returncode == 0 and "long" in listed.stdout and "running now" in listed.stdout, (
@@ -149,3 +150,64 @@ def test_cancelling_a_sweep_on_your_own_client_kills_its_running_children(client
     run.cancel()
     wait_for(lambda: not children_running(marks), seconds=30)
     assert not (open_results(tmp_path / "own.zarr")["status"] == "done").any()
+
+
+def test_cancel_in_a_runs_first_seconds_stops_that_run_and_never_signals_a_stale_pid(tmp_path):
+    """Found: a finished run leaves its state file, and the next run replaced it only once its
+    cluster was up; a cancel in between SIGTERMed the old pid (dead, or reused by another
+    process) and said "cancelled" while nothing was."""
+    from sweep.driver import STATE_NAME, DriverState
+
+    path = recipe(tmp_path, "again", points=6, seconds=3.0)
+    out = tmp_path / "results" / "again.zarr"
+    assert sweep("submit", str(path), "--no-progress", "--set", "params.fixed.seconds=0").returncode == 0
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        # the state file left behind names a pid now used by an unrelated process of this user
+        old = DriverState.load(out)
+        assert old is not None
+        DriverState(bystander.pid, old.host, old.started, old.command).save(out)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "sweep.cli", "submit", str(path), "--no-progress", "--force"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        while True:  # as soon as the new run holds the store: cancel it
+            cancelled = sweep("cancel", str(out))
+            if cancelled.returncode == 0 or run.poll() is not None:
+                break
+            # before the new run holds the store, or while it holds it without its state
+            assert "no sweep runs" in cancelled.stderr or "try again" in cancelled.stderr, cancelled.stderr
+            assert bystander.poll() is None
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert f"pid {run.pid}" in cancelled.stdout, cancelled.stdout
+        run.wait(120)
+        assert bystander.poll() is None  # never signalled
+        assert open_results(out).attrs["sweep_run_state"] == "cancelled"
+        assert DriverState.load(out).pid == run.pid and (out / STATE_NAME).exists()
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_starting_run_is_not_reported_with_a_previous_runs_points(tmp_path):
+    """`status` and `logs --follow` read the state file only when it names the lock holder."""
+    from sweep.driver import DriverState, Starting, running
+    from sweep.storelock import StoreLock
+
+    path = recipe(tmp_path, "held", points=1, seconds=0.0)
+    out = tmp_path / "results" / "held.zarr"
+    assert sweep("submit", str(path), "--no-progress").returncode == 0
+    old = DriverState.load(out)
+    old.running = [{"index": [0], "host": "h", "cores": [0], "since": time.time()}]
+    old.save(out)
+    lock = StoreLock(out)  # a run from Python holds it: it publishes no state
+    try:
+        try:
+            running(out)
+            raise AssertionError("a stale state file was taken for the holder's")
+        except Starting as exc:
+            assert f"pid {os.getpid()}" in str(exc)
+        status = sweep("status", str(out))
+        assert status.returncode == 0 and ": on h cores" not in status.stdout, status.stdout
+    finally:
+        lock.release()

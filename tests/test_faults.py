@@ -352,3 +352,50 @@ def test_attach_ends_with_the_exit_code_of_a_sweep_that_filled_its_disk(tmp_path
         timeout=300,
     )
     assert attach.returncode == 3, attach.stderr
+
+
+@pytest.mark.parametrize("how", ["moved", "deleted"])
+def test_a_store_moved_or_deleted_under_its_sweep_stops_it_and_leaves_nothing_behind(client, tmp_path, how):
+    """Found: the driver recreated a phantom store at the old path and lost later points; every
+    command on that half-store ended in a traceback, and a new submit failed on it."""
+    import shutil
+
+    from sweep.store import StoreGone
+
+    out = tmp_path / "out.zarr"
+    s = Sweep(
+        f"{JOBS}:square", {"grid": {"x": [float(i) for i in range(8)]}, "fixed": {"seconds": 1.0}}, output=out
+    )
+    run = s.start(client=client, progress=False)
+    deadline = time.monotonic() + 120
+    while not (out / "zarr.json").exists() or (open_results(out)["status"] == "done").sum() < 2:
+        assert time.monotonic() < deadline and not run.done()
+        time.sleep(0.1)
+    if how == "moved":
+        shutil.move(str(out), str(tmp_path / "elsewhere.zarr"))
+    else:
+        shutil.rmtree(out)
+    with pytest.raises(StoreGone, match="was moved or deleted while the sweep ran"):
+        run.wait(120)
+    assert not out.exists()  # no phantom store at the old path
+    if how == "moved":
+        kept = open_results(tmp_path / "elsewhere.zarr")
+        assert 2 <= int((kept["status"] == "done").sum()) < 8
+
+
+def test_a_half_store_is_one_line_for_every_command(client, tmp_path, capsys):
+    from sweep.cli import main
+
+    out = tmp_path / "out.zarr"
+    Sweep(f"{JOBS}:square", {"grid": {"x": [1.0]}}, output=out).run(client=client, progress=False)
+    (out / "zarr.json").unlink()  # what a store moved away mid-write used to leave
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        yaml.safe_dump({"job": f"{JOBS}:square", "params": {"grid": {"x": [1.0]}}, "output": str(out)})
+    )
+    for argv in (["status", str(out)], ["submit", str(recipe), "--no-progress"], ["cancel", str(out)]):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and str(out) in err, (argv, err)
+    assert main(["submit", str(recipe), "--no-progress", "--force"]) == 0
