@@ -66,10 +66,11 @@ def _parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("submit", help="run a recipe's sweep (resumes an existing output)")
     recipe_args(q)
-    q.add_argument(
-        "--force", action="store_true", help="start over on an output made by another space or other inputs"
+    over = q.add_mutually_exclusive_group()
+    over.add_argument(
+        "--force", action="store_true", help="delete what the output holds and start over in place"
     )
-    q.add_argument(
+    over.add_argument(
         "--keep-done",
         action="store_true",
         help="keep the done points of an output made from other inputs; run the rest with these",
@@ -351,14 +352,26 @@ def _logs(args: argparse.Namespace) -> int:
         if axis not in names or not text:
             raise UsageError(f"--where {condition}: give AXIS=VALUE with AXIS one of {sorted(names)}")
         coord = ds[axis]
-        value: Any = float(text) if coord.dtype.kind in "fiu" else text
-        chosen &= (coord == value).broadcast_like(ds["status"]).transpose(*ds["status"].dims).values
+        try:
+            value: Any = float(text) if coord.dtype.kind in "fiu" else text
+        except ValueError:
+            raise UsageError(
+                f"--where {condition}: {axis} takes numbers, e.g. {axis}={coord.values.flat[0]}"
+            ) from None
+        matches = (coord == value).broadcast_like(ds["status"]).transpose(*ds["status"].dims).values
+        if not matches.any():
+            values = ", ".join(map(str, np.unique(coord.values)[:10]))
+            raise UsageError(f"--where {condition}: no point has {axis} = {text} (it takes {values})")
+        chosen &= matches
     ids = ds["point_id"].values[chosen].astype(str)
     if args.point:
+        if args.point not in ds["point_id"].values:
+            raise UsageError(f"--point {args.point}: no such point in {output} (`sweep status` lists ids)")
         ids = ids[ids == args.point]
     if args.follow and _follow(output, ds, ids):
         return EXIT_OK
     shown = 0
+    made = int(ds["attempts"].values[np.isin(ds["point_id"].values, ids)].max(initial=0))
     for pid in ids:
         folder = output / LOGS / pid
         files = sorted(folder.glob("*.txt"), key=lambda f: int(f.stem)) if folder.is_dir() else []
@@ -368,6 +381,8 @@ def _logs(args: argparse.Namespace) -> int:
                 print(f"==> point {pid} attempt {f.stem} <==")
                 print(text, end="" if text.endswith("\n") else "\n")
                 shown += 1
+    if not shown and args.attempt is not None and made < args.attempt:
+        raise UsageError(f"--attempt {args.attempt}: the point(s) selected made {made} attempt(s) at most")
     if not shown:
         print(f"no output kept for the {len(ids)} point(s) selected (they printed nothing, or have not run)")
     return EXIT_OK
@@ -407,7 +422,8 @@ def _ls(args: argparse.Namespace) -> int:
 
     from sweep import driver
     from sweep.integrity import StoreDamaged
-    from sweep.store import last_run
+    from sweep.protocol import NOT_DONE
+    from sweep.store import last_run, lost_points
 
     root = Path(args.folder)
     if not root.is_dir():
@@ -417,12 +433,14 @@ def _ls(args: argparse.Namespace) -> int:
         attrs = json.loads((path / "zarr.json").read_text()).get("attributes", {})
         try:
             c = driver.counts(path)
+            damaged = int(lost_points(path).sum())
         except StoreDamaged as exc:
             rows.append((str(path), attrs.get("sweep_name", "?"), f"damaged: {exc}", "", ""))
             continue
-        bad = sum(c[s] for s in c if s not in ("done", "pending"))
+        bad = sum(c[s] for s in NOT_DONE)
+        extra = "".join(f" ({n} {what})" for n, what in ((c["pruned"], "pruned"), (damaged, "damaged")) if n)
         rows.append(
-            (str(path), attrs.get("sweep_name", "?"), f"{c['done']}/{bad}/{sum(c.values())}",
+            (str(path), attrs.get("sweep_name", "?"), f"{c['done']}/{bad}/{sum(c.values())}{extra}",
              last_run(path, attrs), f"{driver.size(path) / 2**20:.1f} MiB")
         )  # fmt: skip
     if not rows:
@@ -436,9 +454,17 @@ def _ls(args: argparse.Namespace) -> int:
 
 def _retry(args: argparse.Namespace) -> int:
     from sweep.runner import Sweep
+    from sweep.store import StoreMismatch
 
     s = Sweep.from_store(args.output, args.overrides)
-    return _drive(s, args.no_progress, only_failed=True)
+    try:
+        return _drive(s, args.no_progress, only_failed=True)
+    except StoreMismatch as exc:  # its ways out are submit's options, which retry has not
+        what = str(exc).split("\nUse ")[0]
+        raise StoreMismatch(
+            f"{what}\nretry reruns failed points with the inputs their store recorded: drop the --set "
+            "that changes them, or submit the recipe with --keep-done (or --force)"
+        ) from None
 
 
 def _announcer(s: Any, quiet: bool) -> Any:

@@ -93,7 +93,9 @@ class NodeLocks:
 
     def release(self, cores: Iterable[int]) -> None:
         for cpu in cores:
-            fcntl.flock(self._fds[cpu], fcntl.LOCK_UN)
+            fd = self._fds.get(cpu)
+            if fd is not None:  # none after close(): the lock went with its file
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         for fd in self._fds.values():

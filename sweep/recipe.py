@@ -259,7 +259,17 @@ class Recipe(_Model):
         try:
             recipe = cls.model_validate(data)
         except ValidationError as exc:
-            raise RecipeError("\n".join(_describe(source, e) for e in exc.errors())) from None
+            problems = [_describe(source, e) for e in exc.errors()]
+            if (
+                isinstance(data.get("job"), str)
+                and job_fn is None
+                and not any(": job:" in p for p in problems)
+            ):
+                try:  # the job is checked too: every problem is told at once
+                    parse_job(data["job"], base or Path.cwd())
+                except JobError as job_exc:
+                    problems.append(f"{source}: job: {job_exc}")
+            raise RecipeError("\n".join(problems)) from None
         return LoadedRecipe(recipe, base or Path.cwd(), source, text, job_fn)
 
 
@@ -318,19 +328,22 @@ class LoadedRecipe:
         self.text = text if text is not None else self.effective_text
         self.name_from = "given"  # or "recipe file" / "job": where the sweep's name came from
         p = recipe.params
+        problems: list[str] = []  # every one found, one line each
+        self.space: Space | Any = None
         try:
-            self.space: Space = build_space(p.space_kind, getattr(p, p.space_kind))
+            self.space = build_space(p.space_kind, getattr(p, p.space_kind))
         except SpaceError as exc:
-            raise RecipeError(f"{source}: {exc}") from None
+            problems.append(f"{source}: {exc}")
         self.search: SearchSpec | None = None
         if p.search is not None:
             try:
                 self.search = SearchSpec.of(p.search, p.prune)
             except SpaceError as exc:
-                raise RecipeError(f"{source}: {exc}") from None
-        clash = sorted(set(self.space.names) & set(p.fixed))
+                problems.append(f"{source}: {exc}")
+        names = list(self.space.names) if self.space is not None else []
+        clash = sorted(set(names) & set(p.fixed))
         if clash:
-            raise RecipeError(
+            problems.append(
                 f"{source}: params.fixed: {clash} also swept in params.{p.space_kind}; "
                 "remove them from one of the two"
             )
@@ -341,9 +354,12 @@ class LoadedRecipe:
             else:
                 self.job = parse_job(recipe.job, base)
                 signature = job_parameters(self.job)
-            check_signature(self.job.label, signature, [*self.space.names, *p.fixed])
+            if self.space is not None:
+                check_signature(self.job.label, signature, [*names, *p.fixed])
         except (JobError, SyntaxError) as exc:
-            raise RecipeError(f"{source}: job: {exc}") from None
+            problems.append(f"{source}: job: {exc}")
+        if problems:
+            raise RecipeError("\n".join(problems))
         self.output = Path(recipe.output or f"results/{recipe.name}.zarr")
         _check_writable(self.output, source)
         _check_walltime(recipe, source)

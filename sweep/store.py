@@ -565,8 +565,8 @@ def _growth(path: Path, attrs: dict[str, Any], space: Any, keep_done: bool) -> g
             f"{path} holds a different sweep ({attrs.get('sweep_space', '?')} space over "
             f"{attrs.get('sweep_dims', '?')} of recipe {attrs.get('sweep_name', '?')!r}, "
             f"{attrs.get('sweep_points', '?')} points; this recipe has a {space.kind} space over "
-            f"{json.dumps(list(space.dims))}, {len(space)} points). Use another --output, or --force "
-            "to delete it and start over"
+            f"{json.dumps(list(space.dims))}, {len(space)} points{_settings_changed(attrs, space)}). "
+            "Use another --output, or --force to delete it and start over"
         )
     if g.dropped and not keep_done:
         shown = "".join(f"\n  {p}" for p in g.dropped[:10])
@@ -577,6 +577,21 @@ def _growth(path: Path, attrs: dict[str, Any], space: Any, keep_done: bool) -> g
             "--output PATH to run elsewhere, or --force to delete it all and start over"
         )
     return g
+
+
+def _settings_changed(attrs: Mapping[str, Any], space: Any) -> str:
+    """What differs between the store's space settings (a search's sampler, objective,
+    direction, axes...) and ``space``'s, as ``; key: old → new``, or ""."""
+    try:
+        old = json.loads(attrs.get("sweep_space_settings") or "{}")
+        new = json.loads(space.settings or "{}")
+    except ValueError:
+        return ""
+    if not isinstance(old, dict) or not isinstance(new, dict) or old == new:
+        return ""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    changed = [f"{k}: {old.get(k, '(not set)')} → {new.get(k, '(not set)')}" for k in keys]
+    return "; " + ", ".join(changed)
 
 
 def _grow(path: Path, loaded: Any, fingerprint: str, g: growth.Growth) -> None:

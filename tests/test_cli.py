@@ -82,3 +82,49 @@ def test_status_of_a_running_sweep_counts_ended_points_once(client, tmp_path, ca
         main(["status", str(out)])
         said = capsys.readouterr().out
     assert "running  2" in said and "done     4" in said and "pending" not in said, said
+
+
+def test_logs_selections_that_match_nothing_say_what_is_wrong(client, tmp_path, capsys):
+    """Found: `--where x=abc` was a ValueError traceback; `--where x=99`, `--point nosuch` and
+    `--attempt 5` said the point "printed nothing, or has not run"."""
+    out = tmp_path / "out.zarr"
+    Sweep(f"{JOBS}:chatty", {"grid": {"x": [1, 2]}}, output=out).run(client=client, progress=False)
+    for extra, said in (
+        (["--where", "x=abc"], "x takes numbers"),
+        (["--where", "x=99"], "no point has x = 99 (it takes 1, 2)"),
+        (["--point", "nosuch"], "--point nosuch: no such point"),
+        (["--where", "x=1", "--attempt", "5"], "made 1 attempt(s) at most"),
+    ):
+        capsys.readouterr()
+        assert main(["logs", str(out), *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_force_and_keep_done_together_are_refused(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["submit", "recipes/quickstart.yaml", "--force", "--keep-done"])
+    assert exit_.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_ls_counts_pruned_apart_and_shows_damaged_points(client, tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "results" / "out.zarr"
+    Sweep(f"{JOBS}:square", {"grid": {"x": [1.0, 2.0]}}, output=out, name="two").run(
+        client=client, progress=False
+    )
+    shutil.rmtree(out / "y")
+    capsys.readouterr()
+    assert main(["ls", str(tmp_path / "results")]) == 0
+    assert "2/0/2 (2 damaged)" in capsys.readouterr().out
+
+
+def test_validate_tells_every_problem_one_line_each(tmp_path, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("job: nosuch.py:f\nparams:\n  grid: {x: [1]}\nresources: {threads: 0}\n")
+    assert main(["validate", str(recipe)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "resources.threads" in err[0] and "job file" in err[1], err

@@ -141,7 +141,10 @@ def test_retry_and_only_failed_run_the_failed_points_and_nothing_else(client, tm
     assert second["status"].values[3] == "pending"  # --only failed leaves pending points alone
     # `sweep retry OUTPUT` rebuilds the sweep from the store, here with a fix given by --set
     assert main(["retry", str(out), "--no-progress", "--set", "params.fixed.bad=9"]) == 2  # other inputs
-    assert "params.fixed.bad: 1 → 9" in capsys.readouterr().err
+    refused = capsys.readouterr().err
+    assert "params.fixed.bad: 1 → 9" in refused
+    # its ways out are the ones retry has (found: it suggested --force and --keep-done)
+    assert "retry reruns failed points" in refused and "Use --force" not in refused, refused
     assert main(["retry", str(out), "--no-progress"]) == 1
     third = open_results(out)
     assert third["started"].values[1] > second["started"].values[1]

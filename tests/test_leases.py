@@ -117,3 +117,13 @@ def test_leases_wait_instead_of_doubling_up(tmp_path, monkeypatch):
         assert released and time.monotonic() >= released[0]
         assert child.alive()
     pool.teardown()
+
+
+def test_releasing_cores_after_the_locks_closed_is_a_no_op(tmp_path):
+    """Found: a start-up cancel's prewarm teardown raised KeyError in NodeLocks.release."""
+    locks = leases.NodeLocks(tmp_path)
+    held = locks.hold([0, 1], 1, "test")
+    assert held is not None
+    locks.close()
+    held.release()  # the locks went with their files: nothing to do, no KeyError
+    assert leases.NodeLocks(tmp_path).hold(held.cores, 1, "again") is not None

@@ -340,3 +340,11 @@ def test_a_corrupt_journal_is_refused_before_anything_changes_and_a_lost_one_is_
         slot = t.user_attrs["sweep_slot"]
         assert t.state == TrialState.COMPLETE and t.values[0] == pytest.approx(float(ds["loss"][slot]))
     assert len({round(float(v), 12) for v in ds["lr"].values}) == 6
+
+
+def test_a_changed_direction_is_refused_naming_it(client, out):
+    Sweep(f"{JOBS}:descend", search(2, prune=False), output=out).run(client=client, progress=False)
+    with pytest.raises(StoreMismatch, match=r"direction: \(not set\) → maximize"):
+        Sweep(f"{JOBS}:descend", search(2, prune=False, direction="maximize"), output=out).run(
+            client=client, progress=False
+        )
