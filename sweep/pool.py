@@ -39,7 +39,7 @@ from sweep.job import JobRef
 from sweep.jobqueue import batch_job_id
 from sweep.logs import log_to_stderr
 from sweep.plan import PointTask
-from sweep.protocol import FINISHED, LogChunk, PointRecord
+from sweep.protocol import FINISHED, LogChunk, PointRecord, StoppedAttempt
 
 log = logging.getLogger(__name__)
 LEASE_POLL_S = 0.2  # how often a waiting lease looks again for cores other processes freed
@@ -144,15 +144,17 @@ class CorePool(WorkerPlugin):
                 self._busy.pop(child.pid, None)
             self._give_back(held, child, max_jobs, max_rss)
 
-    def stop(self, owner: str) -> int:
+    def stop(self, owner: str, log_bytes: int = 1 << 20) -> list[StoppedAttempt]:
         """Kill the children running jobs of ``owner`` (a run of a sweep) now, and start none
-        of its jobs from now on; how many were killed."""
+        of its jobs from now on; what each killed attempt had printed (its last ``log_bytes``)."""
         self.stopped.add(owner)
-        doomed = [child for who, _, child in list(self._busy.values()) if who == owner]
-        for child in doomed:
+        doomed = [(point, child) for who, point, child in list(self._busy.values()) if who == owner]
+        stopped = []
+        for point, child in doomed:
             log.info("stopping child pid %d of cancelled run %s", child.pid, owner)
+            stopped.append(StoppedAttempt(point, child.attempt, child.log_text(log_bytes)))
             child.stop()
-        return len(doomed)
+        return stopped
 
     def _running(self, owner: str, point: tuple[int, ...]) -> Child | None:
         """The child running ``point`` of run ``owner`` here, if any."""

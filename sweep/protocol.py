@@ -249,3 +249,13 @@ class LogChunk:
     start: int
     data: bytes
     ended: bool
+
+
+@dataclass(frozen=True)
+class StoppedAttempt:
+    """What a running attempt had printed when a cancel killed its child (a worker's answer to
+    ``stop``): kept in the store's logs, as a finished attempt's output is."""
+
+    index: tuple[int, ...]
+    attempt: int
+    text: str

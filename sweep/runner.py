@@ -37,7 +37,7 @@ from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
 from sweep.pool import CorePool, on_pool
 from sweep.progress import SweepProgress, summary_table
-from sweep.protocol import PointRecord
+from sweep.protocol import PointRecord, StoppedAttempt
 from sweep.recipe import LoadedRecipe, Recipe, RecipeError, load_yaml, safe_name
 from sweep.results import open_results
 from sweep.space import Trials
@@ -483,14 +483,16 @@ class Sweep:
             except Exception as exc:  # a worker gone meanwhile: the trial ends anyway
                 logging.getLogger(__name__).info("pruning trial %s: %s", slot, exc)
 
-    @staticmethod
-    def _stop(client: Client, window: Window) -> None:
-        """Cancel what is queued and kill what runs (Dask's cancel leaves running tasks be)."""
+    def _stop(self, client: Client, window: Window) -> list[StoppedAttempt]:
+        """Cancel what is queued and kill what runs (Dask's cancel leaves running tasks be);
+        what the killed attempts had printed."""
         client.cancel(list(window.in_flight))
         try:
-            client.run(on_pool, "stop", window.token)
+            replies = client.run(on_pool, "stop", window.token, self.recipe.child.log_bytes)
         except Exception as exc:  # a worker gone meanwhile: its children went with it
             logging.getLogger(__name__).info("stopping the run's children: %s", exc)
+            return []
+        return [a for stopped in replies.values() if stopped for a in stopped]
 
     def _collect(self, client: Client, window: Window, writer: ResultWriter) -> None:
         """Submit points through ``window`` and write results as they finish (batched), until
@@ -518,7 +520,7 @@ class Sweep:
                     )
                     published = time.monotonic()
                 if self._cancel.is_set():
-                    self._stop(client, window)
+                    writer.store.keep_logs(self._stop(client, window))
                     break
                 batch = done.next_batch(block=False)
                 for future, result in batch:

@@ -34,7 +34,7 @@ import numpy as np
 from sweep import _compat, growth, inputs, integrity, provenance
 from sweep.driver import LOG_NAME, STATE_NAME
 from sweep.errors import SweepError
-from sweep.protocol import FINISHED, NOT_DONE, PointRecord, stored_fields
+from sweep.protocol import FINISHED, NOT_DONE, PointRecord, StoppedAttempt, stored_fields
 from sweep.storelock import HELD_NAME, LOCK_NAME, StoreLock, locked
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
@@ -342,6 +342,18 @@ class Store:
             folder.mkdir(parents=True)
             for attempt, text in enumerate(r.logs, start=1):
                 (folder / f"{attempt}.txt").write_text(text)
+
+    def keep_logs(self, stopped: list[StoppedAttempt]) -> None:
+        """Keep what attempts killed by a cancel printed (``logs/<point_id>/<attempt>.txt``);
+        their points stay ``pending``."""
+        if not stopped or not self.intact():
+            return
+        if self._ids is None:
+            self._ids = np.asarray(self.group["point_id"][...], dtype=object)
+        for a in stopped:
+            folder = self.path / LOGS / str(self._ids[a.index])
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{a.attempt}.txt").write_text(a.text)
 
     def set_params(self, index: tuple[int, ...], params: Mapping[str, Any]) -> None:
         """Write a search trial's parameters as the coordinates of its slot (chosen as it starts)."""

@@ -6,7 +6,7 @@ import time
 
 import yaml
 
-from sweep import open_results
+from sweep import Sweep, open_results
 from sweep.cli import main
 from sweep.storelock import locked
 from tests.conftest import JOBS, ROOT
@@ -129,3 +129,21 @@ def test_logs_follow_wants_one_point(client, tmp_path, capsys):
     out = run_chatty(tmp_path, capsys)
     assert main(["logs", str(out), "--where", "x=1", "--follow"]) == 2
     assert "--follow streams one point and 2 are selected" in capsys.readouterr().err
+
+
+def test_a_cancelled_attempts_output_is_kept(client, tmp_path, capsys):
+    """Found: the output of an attempt killed by a cancel was lost."""
+    out = tmp_path / "out.zarr"
+    s = Sweep(f"{JOBS}:ticker", {"grid": {"x": [1]}, "fixed": {"n": 100, "every": 0.1}}, output=out)
+    run = s.start(client=client, progress=False)
+    deadline = time.monotonic() + 120
+    while not run.progress().get("running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(1.5)
+    ds = run.cancel()
+    assert ds["status"].item() == "pending"
+    capsys.readouterr()
+    assert main(["logs", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "==> point" in said and "attempt 1 <==" in said and "x=1 tick 3" in said, said

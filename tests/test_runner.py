@@ -55,7 +55,8 @@ def done_count(path: Path) -> int:
 def test_killed_submit_resumes_running_only_the_rest_and_matches_an_uninterrupted_run(
     client, tmp_path, capsys
 ):
-    recipe = write_recipe(tmp_path, seconds=0.8)
+    # points long enough that the second submit below (an interpreter's start) meets the run
+    recipe = write_recipe(tmp_path, seconds=2.5)
     out = tmp_path / "out.zarr"
     proc = sweep_cli("submit", str(recipe), "--no-progress", start_new_session=True)
     deadline = time.monotonic() + 120
