@@ -56,7 +56,9 @@ def local_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def local_cluster(threads: int | None = None, dashboard: str = "127.0.0.1:8787") -> SpecCluster:
+def local_cluster(
+    threads: int | None = None, dashboard: str = "127.0.0.1:8787", security: bool = True
+) -> SpecCluster:
     """The cluster of ``kind: local``: the scheduler in this process and one worker process
     with ``threads`` cores (default: all of this process's affinity), ``nthreads`` and
     ``resources={"threads": N}`` to match, every server and the dashboard on 127.0.0.1. The
@@ -65,20 +67,51 @@ def local_cluster(threads: int | None = None, dashboard: str = "127.0.0.1:8787")
     keep children warm across sweeps: ``client = Client(sweep.local_cluster())``, then
     ``Sweep.run(client=client)``.
 
+    With ``security`` (the default) the scheduler and worker talk mutual TLS with temporary
+    certificates made in memory here (``cluster.security``, which ``Client(cluster)`` takes):
+    loopback is shared by every user of the machine, and a client without them is refused at
+    the handshake. The worker gets its key through a pipe, never a file. ``security=False``
+    warns: then any local user can run code as you through the scheduler's port.
+
     The worker process runs in its own session, so a terminal's Ctrl-C (sent to the whole
     foreground process group) reaches only this process, which closes the cluster itself;
     Dask's event-loop thread starts with SIGINT blocked, and a Ctrl-C during the start is
     delivered here right after it."""
     n = threads or local_cores()
-    scheduler = {
-        "cls": Scheduler,
-        "options": {"host": "127.0.0.1", "port": 0, "dashboard_address": dashboard},
+    sec = _security(security)
+    options: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "dashboard_address": dashboard,
+        "security": sec,
     }
-    worker = {"cls": LocalWorker, "options": {"nthreads": n}}
+    if sec is not None:
+        options["protocol"] = "tls"
+    scheduler = {"cls": Scheduler, "options": options}
+    worker = {"cls": LocalWorker, "options": {"nthreads": n, "security": sec}}
     with _sigint_deferred(), dask.config.set(QUIET):  # read as the scheduler starts
         return SpecCluster(
-            scheduler=scheduler, workers={0: worker}, name="sweep-local", silence_logs=logging.ERROR
+            scheduler=scheduler,
+            workers={0: worker},
+            name="sweep-local",
+            silence_logs=logging.ERROR,
+            security=sec,
         )
+
+
+def _security(on: bool) -> Any:
+    """Temporary TLS credentials (in memory), or None with the warning that says what it opens."""
+    from distributed.security import Security
+
+    if on:
+        return Security.temporary()
+    warnings.warn(
+        "cluster.security is false: the scheduler accepts unauthenticated connections, and "
+        "anyone who can reach it (every user of this machine, for a local cluster) can run code as you",
+        SweepWarning,
+        stacklevel=3,
+    )
+    return None
 
 
 @contextmanager
@@ -122,22 +155,12 @@ def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
     default: reach it through an SSH tunnel). ``dry_run`` binds the scheduler to 127.0.0.1
     whatever the interface, so printing a job script opens nothing to the network.
     """
-    from distributed.security import Security
-
     opts = settings.jobqueue_options
-    if settings.security:
-        security = Security.temporary()
+    security = _security(settings.security)
+    if security is not None:
         tls_dir = Path(opts.pop("shared_temp_directory", Path.home() / ".cache" / "sweep" / "tls"))
         tls_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         opts["shared_temp_directory"] = str(tls_dir)
-    else:
-        warnings.warn(
-            "cluster.security is false: the scheduler accepts unauthenticated connections, and "
-            "anyone who can reach it can run code as you",
-            SweepWarning,
-            stacklevel=2,
-        )
-        security = None
     worker_args = [
         *opts.pop("worker_extra_args", []),
         "--resources",
@@ -238,7 +261,10 @@ def connect(
     stops the sweep then (and raises :class:`SubmissionError`)."""
     preflight(settings, threads)
     if settings.kind == "local":
-        with local_cluster(settings.threads, settings.dashboard) as cluster, Client(cluster) as client:
+        with (
+            local_cluster(settings.threads, settings.dashboard, settings.security) as cluster,
+            Client(cluster, security=cluster.security) as client,
+        ):
             yield client
     elif settings.kind in jobqueue.CLASSES:
         with batch_cluster(settings) as cluster, Client(cluster, security=cluster.security) as client:

@@ -41,6 +41,7 @@ from sweep.storelock import holder, locked
 
 STATE_NAME = ".sweep-driver.json"
 LOG_NAME = ".sweep-driver.log"
+CREDENTIALS_PREFIX = "sweep-driver-"  # then host, pid: a driver's TLS client credentials
 START_TIMEOUT_S = 300.0  # a batch cluster's scheduler can take a while
 CANCEL_TIMEOUT_S = 120.0
 
@@ -68,7 +69,7 @@ class DriverState:
         text = json.dumps(asdict(self))
         tmp = output / f"{STATE_NAME}.{os.getpid()}"
         try:
-            tmp.write_text(text)
+            _write_private(tmp, text)  # it names the scheduler and where the credentials are
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -115,6 +116,14 @@ def _own_state(output: Path) -> DriverState:
     )
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable and writable by this user only (0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
 def record(output: Path, client: Any, dashboard: str) -> None:
     """Called by the driver once its cluster is up: write its state file."""
     cluster = getattr(client, "cluster", None)
@@ -143,12 +152,25 @@ def _save_credentials(security: Any, folder: Path) -> str:
     if not all(v and "\n" in v for v in pem.values()):
         return ""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = folder / f"sweep-driver-{os.getpid()}.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(pem, f)
+    folder.chmod(0o700)
+    _remove_stale_credentials(folder)
+    path = folder / f"{CREDENTIALS_PREFIX}{socket.gethostname()}-{os.getpid()}.json"
+    _write_private(path, json.dumps(pem))
     atexit.register(path.unlink, missing_ok=True)
     return str(path)
+
+
+def _remove_stale_credentials(folder: Path) -> None:
+    """Remove the credentials files that drivers of this host killed before their exit left
+    (the folder may be shared by hosts through a network home: others' are left alone)."""
+    prefix = f"{CREDENTIALS_PREFIX}{socket.gethostname()}-"
+    for path in folder.glob(f"{prefix}*.json"):
+        try:
+            os.kill(int(path.stem.removeprefix(prefix)), 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+        except (ValueError, PermissionError):
+            continue
 
 
 def connect(state: DriverState) -> Any:
@@ -220,6 +242,8 @@ def running(output: Path) -> DriverState:
         raise UsageError(f"{output} is not a sweep store (no zarr.json); give a store's path")
     if owner is None:
         raise NotRunning(f"no sweep runs {output} now; `sweep status {output}` says how its last run ended")
+    if owner[1] == socket.gethostname() and not os.access(output / STATE_NAME, os.R_OK):
+        _refuse_if_someone_elses(output)
     state = DriverState.load(output)
     if state is None or (state.pid, state.host) != owner:
         raise Starting(
@@ -227,6 +251,25 @@ def running(output: Path) -> DriverState:
             "(a sweep starting up, or one run from Python: stop that one where it runs); try again soon"
         )
     return state
+
+
+def _refuse_if_someone_elses(output: Path) -> None:
+    """UsageError when the running sweep's state file belongs to another user (it is private:
+    only its owner can follow, attach to or cancel the sweep)."""
+    import pwd
+
+    try:
+        uid = (output / STATE_NAME).stat().st_uid
+    except OSError:
+        return
+    if uid != os.geteuid():
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            name = f"uid {uid}"
+        raise UsageError(
+            f"the sweep running {output} belongs to {name}; only they can follow, attach or cancel it"
+        )
 
 
 def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> DriverState | None:
@@ -241,7 +284,7 @@ def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> Dr
         raise UsageError(f"{output} is being run by {who}; follow it with `sweep attach {output}`")
     (output / STATE_NAME).unlink(missing_ok=True)
     log = output / LOG_NAME
-    with open(log, "ab") as out:
+    with os.fdopen(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "sweep.cli", *argv],
             stdin=subprocess.DEVNULL,

@@ -52,10 +52,16 @@ class LocalWorker(ProcessInterface):
     """A ``SpecCluster`` worker: ``python -m sweep.localworker SCHEDULER OPTIONS`` on this host."""
 
     def __init__(
-        self, scheduler: str, name: Any = None, nthreads: int = 1, silence_logs: int = logging.ERROR
+        self,
+        scheduler: str,
+        name: Any = None,
+        nthreads: int = 1,
+        silence_logs: int = logging.ERROR,
+        security: Any = None,
     ):
         self.scheduler = scheduler
         self.options = {"nthreads": nthreads, "name": name, "silence_logs": silence_logs}
+        self.security = security  # a temporary Security: its worker credentials go down a pipe
         self.process: asyncio.subprocess.Process | None = None
         self.restarts = 0
         self._closing = False
@@ -85,6 +91,7 @@ class LocalWorker(ProcessInterface):
 
     async def _start_process(self) -> None:
         ready_r, ready_w = os.pipe()
+        tls_r, tls_w = os.pipe()
         os.set_blocking(ready_r, False)
         try:
             self.process = await asyncio.create_subprocess_exec(
@@ -94,13 +101,20 @@ class LocalWorker(ProcessInterface):
                 self.scheduler,
                 json.dumps(self.options),
                 str(ready_w),
-                pass_fds=(ready_w,),
+                str(tls_r),
+                pass_fds=(ready_w, tls_r),
                 start_new_session=True,
             )
             os.close(ready_w)
+            os.close(tls_r)
+            with os.fdopen(tls_w, "w") as pipe:  # a few kB: the pipe holds them all
+                tls_w = -1
+                json.dump(_worker_tls(self.security), pipe)
             await self._wait_ready(ready_r)
         finally:
             os.close(ready_r)
+            if tls_w >= 0:
+                os.close(tls_w)
         log.info("local worker pid %d joined %s", self.process.pid, self.scheduler)
 
     async def _wait_ready(self, fd: int) -> None:
@@ -131,6 +145,27 @@ class LocalWorker(ProcessInterface):
         await super().close()
 
 
+def _worker_tls(security: Any) -> dict[str, str]:
+    """The worker's TLS credentials (PEM text) of a temporary Security; {} without one."""
+    if security is None:
+        return {}
+    config = security.get_tls_config_for_role("worker")
+    return {k: config[k] for k in ("ca_file", "cert", "key")}
+
+
+def _security_from(tls: dict[str, str]) -> Any:
+    from distributed.security import Security
+
+    if not tls:
+        return None
+    return Security(
+        tls_ca_file=tls["ca_file"],
+        tls_worker_cert=tls["cert"],
+        tls_worker_key=tls["key"],
+        require_encryption=True,
+    )
+
+
 def _die_with_parent() -> None:
     import ctypes
 
@@ -140,7 +175,7 @@ def _die_with_parent() -> None:
         pass
 
 
-async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int) -> None:
+async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int, security: Any) -> None:
     import dask.config
     from distributed import Worker
 
@@ -153,6 +188,7 @@ async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int) -> None
         nthreads=n,
         resources={"threads": n},
         host="127.0.0.1",
+        security=security,
         dashboard_address="127.0.0.1:0",
         name=options.get("name"),
     ) as worker:
@@ -176,11 +212,13 @@ class HeartbeatRace(logging.Filter):
 
 def main(argv: list[str]) -> int:
     _die_with_parent()
-    scheduler, text, ready_fd = argv
+    scheduler, text, ready_fd, tls_fd = argv
     options = json.loads(text)
+    with os.fdopen(int(tls_fd)) as pipe:
+        security = _security_from(json.load(pipe))
     logging.getLogger("distributed").setLevel(options.get("silence_logs", logging.ERROR))
     logging.getLogger("distributed.worker").addFilter(HeartbeatRace())
-    asyncio.run(_serve(scheduler, options, int(ready_fd)))
+    asyncio.run(_serve(scheduler, options, int(ready_fd), security))
     return 0
 
 

@@ -1,4 +1,7 @@
+import os
+import pwd
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -112,3 +115,27 @@ def kill_the_worker_mid_sweep(client: Client, tmp_path: Path) -> tuple[object, l
     t.join(180)
     assert not t.is_alive()
     return result["ds"], [v.pid for v in victims], markers
+
+
+@contextmanager
+def unprivileged_user(name: str) -> Iterator[str]:
+    """An unprivileged account ``name`` (made if missing; needs root) that can reach the
+    checkout, its .venv and the Python it links to: the traverse bit of each folder on the way
+    is opened for the duration, then restored."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", name], check=True)
+    opened = []
+    needed = {ROOT, Path(os.path.realpath(sys.executable)).parent, Path(sys.base_prefix)}
+    folders = {p for path in needed for p in (path, *path.parents)}
+    for folder in sorted(folders):
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            folder.chmod(mode | stat.S_IXOTH)
+            opened.append((folder, mode))
+    try:
+        yield name
+    finally:
+        for parent, mode in opened:
+            parent.chmod(mode)

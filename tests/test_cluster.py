@@ -274,3 +274,118 @@ def test_the_local_workers_heartbeat_race_at_shutdown_is_not_printed():
     race = HeartbeatRace()
     assert not race.filter(record("Failed to communicate with scheduler during heartbeat."))
     assert race.filter(record("Unexpected exception during heartbeat. Closing worker."))
+
+
+def test_the_local_cluster_refuses_clients_without_its_credentials():
+    """Found: `kind: local` listened on tcp://127.0.0.1 with no security, so any user of the
+    machine could connect and `client.run(os.getuid)` ran as the sweep's owner."""
+    from distributed import Client
+    from distributed.security import Security
+
+    from sweep.cluster import local_cluster
+
+    with local_cluster(dashboard="127.0.0.1:0") as cluster, Client(cluster) as owner:
+        assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
+        assert list(owner.run(os.getuid).values()) == [os.getuid()]  # the owner works as before
+        plain = cluster.scheduler_address.replace("tls://", "tcp://")
+        for address, security in ((plain, None), (cluster.scheduler_address, Security.temporary())):
+            with pytest.raises((OSError, TypeError)):  # handshake refused (or no TLS at all)
+                Client(address, security=security, timeout=3, set_as_default=False)
+
+
+def test_local_security_false_warns_and_listens_in_the_clear():
+    from sweep.cluster import local_cluster
+
+    with pytest.warns(SweepWarning, match="every user of this machine"):
+        cluster = local_cluster(dashboard="127.0.0.1:0", security=False)
+    with cluster:
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as an unprivileged user")
+def test_another_user_cannot_connect_or_read_the_credentials_and_the_owner_can(tmp_path):
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+    import time
+
+    import yaml
+
+    from sweep import open_results
+    from tests.conftest import JOBS, ROOT, unprivileged_user
+
+    folder = Path(tempfile.mkdtemp(prefix="sweep-security-"))
+    folder.chmod(0o755)  # another user may look in: what they find must be useless to them
+    out = folder / "out.zarr"
+    recipe = folder / "r.yaml"
+    marks = folder / "marks"
+    marks.mkdir()
+    recipe.write_text(yaml.safe_dump({
+        "job": f"{JOBS}:marked", "params": {"grid": {"x": list(range(6))},
+        "fixed": {"folder": str(marks), "seconds": 3.0}}, "cluster": {"dashboard": "127.0.0.1:0"},
+        "output": str(out),
+    }))  # fmt: skip
+    recipe.chmod(0o644)
+    sweep = [sys.executable, "-m", "sweep.cli"]
+    try:
+        assert (
+            subprocess.run([*sweep, "submit", str(recipe), "--detach"], cwd=ROOT, timeout=300).returncode == 0
+        )
+        state = json.loads((out / ".sweep-driver.json").read_text())
+        assert state["scheduler"].startswith("tls://127.0.0.1:")
+        for private in (out / ".sweep-driver.json", out / ".sweep-driver.log", Path(state["credentials"])):
+            assert private.stat().st_mode & 0o077 == 0, private
+        assert Path(state["credentials"]).parent.stat().st_mode & 0o077 == 0
+        probe = (
+            "import os, sys\nfrom distributed import Client\n"
+            "try:\n    c = Client(sys.argv[1], timeout=5)\n    print('RAN AS', c.run(os.getuid))\n"
+            "except Exception as e:\n    print('refused:', type(e).__name__)\n"
+            "for path in sys.argv[2:]:\n    try:\n        open(path).read()\n        print('READ', path)\n"
+            "    except OSError:\n        print('unreadable', path)\n"
+        )
+        with unprivileged_user("sweep-other") as other:
+            env = {"PATH": os.environ["PATH"], "HOME": str(folder), "PYTHONPATH": str(ROOT)}
+            seen = subprocess.run(
+                ["runuser", "-u", other, "--", sys.executable, "-c", probe, state["scheduler"],
+                 str(out / ".sweep-driver.json"), state["credentials"]],
+                cwd=str(folder), env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert "refused:" in seen.stdout and "RAN AS" not in seen.stdout, seen.stdout + seen.stderr
+            assert "READ" not in seen.stdout and seen.stdout.count("unreadable") == 2, seen.stdout
+            theirs = subprocess.run(
+                ["runuser", "-u", other, "--", *sweep, "cancel", str(out)],
+                cwd=str(folder), env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert theirs.returncode == 2 and "belongs to root" in theirs.stderr, theirs.stderr
+        # the owner's commands work as before
+        deadline = time.monotonic() + 60
+        while not list(marks.iterdir()):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        point = str(open_results(out)["point_id"].values[0])
+        follow = subprocess.run([*sweep, "logs", str(out), "--point", point, "--follow"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert follow.returncode == 0 and "Traceback" not in follow.stderr, follow.stderr
+        cancel = subprocess.run(
+            [*sweep, "cancel", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+        assert cancel.returncode == 0 and "cancelled" in cancel.stdout, cancel.stderr
+        # a driver SIGKILLed leaves its credentials; the next start removes them
+        assert (
+            subprocess.run([*sweep, "submit", str(recipe), "--detach"], cwd=ROOT, timeout=300).returncode == 0
+        )
+        state = json.loads((out / ".sweep-driver.json").read_text())
+        os.kill(state["pid"], 9)
+        deadline = time.monotonic() + 30
+        while (out / ".sweep.lock").exists() and subprocess.run(
+            [*sweep, "cancel", str(out)], cwd=ROOT, capture_output=True, text=True
+        ).returncode == 0:
+            assert time.monotonic() < deadline
+        assert Path(state["credentials"]).exists()
+        again = subprocess.run([*sweep, "submit", str(recipe), "--detach"], cwd=ROOT, timeout=300)
+        assert again.returncode == 0 and not Path(state["credentials"]).exists()
+        subprocess.run([*sweep, "cancel", str(out)], cwd=ROOT, capture_output=True, timeout=120)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

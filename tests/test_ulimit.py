@@ -8,9 +8,7 @@ recorded as failed with the message, while the pure-Python points still complete
 """
 
 import os
-import pwd
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -20,7 +18,7 @@ import pytest
 import yaml
 
 from sweep import open_results
-from tests.conftest import JOBS, ROOT
+from tests.conftest import JOBS, ROOT, unprivileged_user
 
 USER = "sweep-ulimit"
 LIMIT = 150
@@ -34,23 +32,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def user():
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", USER], check=True)
-    opened = []
-    # the user must reach the checkout, its .venv and the Python it links to (often under a
-    # private home): open the traverse bit of each folder on the way, and restore it after
-    needed = {ROOT, Path(os.path.realpath(sys.executable)).parent, Path(sys.base_prefix)}
-    folders = {p for path in needed for p in (path, *path.parents)}
-    for folder in sorted(folders):
-        mode = folder.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            folder.chmod(mode | stat.S_IXOTH)
-            opened.append((folder, mode))
-    yield USER
-    for parent, mode in opened:
-        parent.chmod(mode)
+    with unprivileged_user(USER) as name:
+        yield name
 
 
 @pytest.fixture(scope="module")
