@@ -358,14 +358,14 @@ class Store:
     def set_params(self, index: tuple[int, ...], params: Mapping[str, Any]) -> None:
         """Write a search trial's parameters as the coordinates of its slot (chosen as it starts)."""
         for name, value in params.items():
-            self._array(name)[index] = value
+            self._put(name, [index], [value])
 
     def _put(self, name: str, indices: list[tuple[int, ...]], values: list[Any]) -> None:
-        """One point-wise write of ``values`` at ``indices`` (one zarr call for the batch)."""
+        """One point-wise write of ``values`` at ``indices`` (one zarr call for the batch).
+
+        Always by ``vindex``, one point too: with numpy 1.x, zarr 3 can't set one element of a
+        string array by plain indexing (numcodecs' VLenUTF8 gets an array, not a str)."""
         array = self._array(name)
-        if len(indices) == 1:
-            array[indices[0]] = values[0]
-            return
         index = tuple(np.array(ix) for ix in zip(*indices))
         array.vindex[index] = np.array(values, dtype=object if array.dtype.kind in "OTU" else array.dtype)
 

@@ -98,3 +98,17 @@ def test_outputs_that_change_shape_fail_that_point_only(out):
     assert "must keep their shape" in written[1].error
     ds = open_results(out)
     assert ds["status"].values[0, 0] == "done" and ds["status"].values[0, 1] == "failed"
+
+
+def test_a_one_point_batch_of_text_is_written(client, out):
+    """Found on a Meep user's stack (numpy 1.26, zarr 3.1.5): a batch of one point failed in
+    the text variables (`TypeError: Expected str, got numpy.ndarray`), at random, since whether
+    a batch holds one point depends on timing."""
+    loaded = Recipe.from_dict(
+        {"job": job("square"), "params": {"grid": {"x": [1.0, 2.0]}}, "output": str(out)}
+    )
+    with Store.open(out, loaded) as store:
+        store.write([PointRecord((1,), status="failed", error="boom", host="h", cores=(0,))])
+    ds = open_results(out)
+    assert list(ds["status"].values) == ["pending", "failed"] and ds["error"].values[1] == "boom"
+    assert ds["cores"].values[1] == "0" and ds["host"].values[1] == "h"
