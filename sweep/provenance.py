@@ -19,7 +19,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("sweep", "jax", "jaxlib", "dask", "distributed", "xarray", "zarr", "numpy")
+DISTRIBUTION = "capped-sweep"  # this project's name on the package registry (imported as sweep)
+PACKAGES = (DISTRIBUTION, "jax", "jaxlib", "dask", "distributed", "xarray", "zarr", "numpy")
 
 
 def versions() -> dict[str, str]:

@@ -91,7 +91,7 @@ class SearchSpec:
         SpaceError naming the key and the choices."""
         where = "params.search"
         if importlib.util.find_spec("optuna") is None:
-            raise SpaceError(f"{where}: searching needs Optuna: pip install 'sweep[search]'")
+            raise SpaceError(f"{where}: searching needs Optuna: pip install 'capped-sweep[search]'")
         sampler = str(search.get("sampler", "tpe"))
         if sampler not in SAMPLERS:
             raise SpaceError(
