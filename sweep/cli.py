@@ -278,6 +278,13 @@ def _drive(s: Any, quiet: bool, **run: Any) -> int:
             **run,
         )
         code[0] = _exit_code(ds, len(s))
+    if quiet and code[0] != EXIT_OK:  # the summary table is not shown: one line says what is left
+        left = Counter(str(v) for v in ds["status"].values.ravel() if v not in ("done", "pruned"))
+        shown = ", ".join(f"{n} {what}" for what, n in sorted(left.items()))
+        print(
+            f"sweep {s.loaded.name}: {shown} of {len(s)} points; `sweep status {s.output}` says why",
+            file=sys.stderr,
+        )
     return code[0]
 
 

@@ -128,3 +128,23 @@ def test_validate_tells_every_problem_one_line_each(tmp_path, capsys):
     assert main(["validate", str(recipe)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "resources.threads" in err[0] and "job file" in err[1], err
+
+
+def test_submit_without_progress_still_says_what_failed(client, tmp_path, capsys):
+    """Found: `sweep submit --no-progress` printed nothing at all when points failed (exit 1)."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "job": f"{JOBS}:fail_if",
+                "params": {"grid": {"x": [0, 1, 2]}, "fixed": {"bad": 1}},
+                "cluster": {"dashboard": "127.0.0.1:0"},
+                "output": str(tmp_path / "out.zarr"),
+            }
+        )
+    )
+    assert main(["submit", str(recipe), "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith(
+        "1 failed of 3 points; `sweep status " + str(tmp_path / "out.zarr") + "` says why"
+    ), err
