@@ -30,25 +30,23 @@ def test_events_from_another_thread_while_the_loop_publishes_and_writes():
     import threading
 
     bar = SweepProgress(200_000, enabled=False)
-    stop = threading.Event()
+    done = threading.Event()
 
-    def flood() -> None:
-        i = 0
-        while not stop.is_set():
+    def flood() -> None:  # a bounded flood: the loop below runs while it lasts
+        for i in range(20_000):
             bar.on_event(events.PointStarted((i,), "h", (0,), 0.0))
             bar.on_event(events.PointReported.of((i,), Report({"loss": 1.0}, 1, 0.0), attempt=1))
-            i += 1
+        done.set()
 
     thread = threading.Thread(target=flood)
     thread.start()
-    try:
-        for n in range(300):
-            bar.running_points()
-            bar.snapshot()
-            bar.points_written([PointRecord((j,), status="done") for j in range(n * 50, n * 50 + 50)])
-    finally:
-        stop.set()
-        thread.join()
+    n = 0
+    while not done.is_set():
+        bar.running_points()
+        bar.snapshot()
+        bar.points_written([PointRecord((j,), status="done") for j in range(n * 50, n * 50 + 50)])
+        n += 1
+    thread.join()
     # points that ended are forgotten: what is kept is what runs now
     assert all(i not in bar.where for i in bar.finished)
     assert len(bar.where) + len(bar.finished) >= len(bar.latest)
