@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time the names l
     from sweep.errors import SweepError
     from sweep.recipe import Recipe, RecipeError
     from sweep.reporting import Pruned, report
-    from sweep.results import open_results, report_history
+    from sweep.results import open_results, report_history, unpadded
     from sweep.runner import Sweep, SweepRun, run
 
 __version__ = "0.1.0"
@@ -28,6 +28,7 @@ _LAZY = {
     "report": ("sweep.reporting", "report"),
     "Pruned": ("sweep.reporting", "Pruned"),
     "report_history": ("sweep.results", "report_history"),
+    "unpadded": ("sweep.results", "unpadded"),
     "Recipe": ("sweep.recipe", "Recipe"),
     "local_cluster": ("sweep.cluster", "local_cluster"),
     "RecipeError": ("sweep.recipe", "RecipeError"),
@@ -46,6 +47,7 @@ __all__ = [
     "report",
     "report_history",
     "run",
+    "unpadded",
 ]
 
 

@@ -3,11 +3,14 @@ a done point whose stored outputs are gone or unreadable is not done.
 
 Rules (README, "The result dataset"):
 
-* The first point that returns an output fixes its schema: dims, shape, dtype (floating and
-  complex kept, integers and booleans stored as float64) and dimension coordinates.
-* A later point's output must convert to that dtype exactly (no lost imaginary part, no
-  overflow to ``inf``, no rounding) and carry the same coordinates; otherwise its point is
-  ``failed`` with the reason and none of its outputs are written.
+* The first point that returns an output fixes its schema: dims, dtype (floating and complex
+  kept, integers and booleans stored as float64) and dimension coordinates.
+* A later point's output must have the same dims, convert to that dtype exactly (no lost
+  imaginary part, no overflow to ``inf``, no rounding) and carry the same coordinates;
+  otherwise its point is ``failed`` with the reason and none of its outputs are written.
+* Its shape may differ along a dim that has no coordinate and no other output uses: the
+  variable then grows to the largest size seen, smaller values are padded with NaN, and each
+  point's own shape is kept (the ``shapes`` variable; :func:`sweep.results.unpadded`).
 * On resume, every done point's output chunks must exist and decode; the points of a chunk
   (or of a variable) that is missing or unreadable are not done, and run again.
 """
@@ -31,20 +34,35 @@ class StoreDamaged(SweepError, RuntimeError):
 
 
 def check_fits(
-    name: str, out: Output, dims: tuple[str, ...], shape: tuple[int, ...], dtype: np.dtype
-) -> None:
-    """Raise ValueError (the reason) unless ``out`` fits output ``name`` of the store exactly."""
+    name: str,
+    out: Output,
+    dims: tuple[str, ...],
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    shared: frozenset[str] = frozenset(),
+) -> tuple[int, ...]:
+    """Raise ValueError (the reason) unless ``out`` fits output ``name`` of the store (see the
+    module docstring); the shape the variable needs for it (the larger along each dim).
+    ``shared`` are the dims other outputs use too: their size can't change."""
     values = np.asarray(out.values)
-    if tuple(out.dims) != dims or values.shape != shape:
+    if tuple(out.dims) != dims:
         raise ValueError(
             f"output {name!r} has dims {out.dims} shape {values.shape} here, but {dims} shape {shape} "
-            "in the store (outputs must keep their shape across points)"
+            "in the store (outputs must keep their dims across points)"
         )
+    for d, here, stored in zip(dims, values.shape, shape):
+        if here != stored and (d in out.coords or d in shared):
+            why = "has coordinates" if d in out.coords else "is used by another output too"
+            raise ValueError(
+                f"output {name!r}: dim {d!r} has {here} values here but {stored} in the store, and it "
+                f"{why}, so its size can't change; return the same size on every point"
+            )
     if not _converts_exactly(values, dtype):
         raise ValueError(
             f"output {name!r} is {values.dtype} here but {dtype} in the store (set by the first point "
             f"that returned it), and its values don't convert exactly; return one dtype on every point"
         )
+    return tuple(max(a, b) for a, b in zip(values.shape, shape))
 
 
 def _converts_exactly(values: np.ndarray, dtype: np.dtype) -> bool:

@@ -208,6 +208,10 @@ class PointRecord:
     returned: tuple[str, ...] = field(
         default=(), metadata=_stored("str", "", "names of the outputs the job returned, comma-separated")
     )
+    shapes: str = field(
+        default="",
+        metadata=_stored("str", "", "JSON: the shape of each array output the job returned (as returned)"),
+    )
     inputs: str = field(
         default="",
         metadata=_stored("str", "", "id of the inputs the point ran with (a key of sweep_inputs_seen)"),

@@ -39,6 +39,18 @@ def report_history(ds: Any) -> Any:
     return pd.DataFrame(rows)
 
 
+def unpadded(ds: Any, name: str, **where: Any) -> Any:
+    """Output ``name`` of the one point ``where`` selects (by sweep coordinate, e.g.
+    ``x=2.0``; a search by ``trial=N``), cut to the shape that point returned: an output whose
+    shape changes across points is stored padded with NaN to the largest shape."""
+    var = ds[name].sel(**where)
+    text = str(ds["shapes"].sel(**where).values.item() or "") if "shapes" in ds else ""
+    shape = json.loads(text).get(name) if text else None
+    if shape is None:
+        return var
+    return var.isel({d: slice(0, s) for d, s in zip(var.dims, shape)})
+
+
 def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:
     """Open a sweep's results as an ``xarray.Dataset`` (readable while a sweep writes it).
 

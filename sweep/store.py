@@ -305,7 +305,13 @@ class Store:
             if ident not in self._seen:
                 self._seen[ident] = ran.to_json()
                 self.set_attrs(sweep_inputs_seen=self._seen)
-        return replace(record, returned=tuple(record.outputs), inputs=ident or "")
+        shapes = {n: list(np.shape(o.values)) for n, o in record.outputs.items() if np.ndim(o.values)}
+        return replace(
+            record,
+            returned=tuple(record.outputs),
+            inputs=ident or "",
+            shapes=json.dumps(shapes) if shapes else "",
+        )
 
     def _write(self, records: list[PointRecord], skip_same: bool = False) -> list[PointRecord]:
         records = [self._stamped(self._checked(r)) for r in records]
@@ -318,6 +324,7 @@ class Store:
             for r, v in zip(having, values):
                 where = r.index + (slice(None),) * v.ndim
                 array = self._array(name)
+                v = _padded(v, array.shape[len(self.dims) :], array.dtype)
                 # after a full disk, a chunk already written whole is not written again: an
                 # atomic rewrite needs room for a second copy
                 if skip_same and np.array_equal(array[where], v, equal_nan=v.dtype.kind in "fc"):
@@ -383,7 +390,8 @@ class Store:
 
     def _checked(self, record: PointRecord) -> PointRecord:
         """The record, or a failed one with the reason when its outputs don't fit the store."""
-        new = []
+        new, grown = [], {}
+        n = len(self.dims)
         try:
             for name, out in record.outputs.items():
                 integrity.check_coords(name, out, self._stored_coords(out.dims))
@@ -393,12 +401,17 @@ class Store:
                     new.append(name)
                     continue
                 array = self._array(name)
-                n = len(self.dims)
-                integrity.check_fits(name, out, tuple(dims[n:]), array.shape[n:], array.dtype)
+                shared = frozenset(d for other, ds in self.outputs.items() if other != name for d in ds[n:])
+                shape = integrity.check_fits(name, out, tuple(dims[n:]), array.shape[n:], array.dtype, shared)
+                if shape != tuple(array.shape[n:]):
+                    grown[name] = shape
         except (ValueError, TypeError) as exc:
             return replace(record, status="failed", outputs={}, error=str(exc))
         for name in new:  # only once every output fits: a failed point fixes no schema
             self._add_output(name, record.outputs[name])
+        for name, shape in grown.items():  # the new part reads NaN for every point stored before
+            log.info("%s: output %r grows to shape %s", self.path, name, shape)
+            self._array(name).resize(tuple(self.shape) + shape)
         return record
 
     def _stored_coords(self, dims: tuple[str, ...]) -> dict[str, np.ndarray | None]:
@@ -454,6 +467,15 @@ def _open_group(path: Path, mode: Literal["r", "r+"]) -> Any:
     except Exception:
         integrity.check_metadata(path)
         raise
+
+
+def _padded(values: np.ndarray, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """``values`` in an array of ``shape`` (the variable's, per point), NaN where they don't reach."""
+    if values.shape == tuple(shape):
+        return values
+    out = np.full(shape, np.nan, dtype=dtype)
+    out[tuple(slice(0, s) for s in values.shape)] = values
+    return out
 
 
 def _outputs(group: Any) -> dict[str, list[str]]:

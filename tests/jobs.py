@@ -385,3 +385,10 @@ def schema_race(x: int) -> dict:
     if x == 1:
         return {"a": np.arange(3), "b": 1j}
     return {"a": np.arange(5), "b": 2.0}
+
+
+def design_of_size(n: int) -> dict:
+    """A square design whose size is the swept parameter (as a design-region sweep makes)."""
+    import numpy as np
+
+    return {"design": np.full((n, n), float(n)), "loss": float(n)}

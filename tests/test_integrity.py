@@ -158,3 +158,17 @@ def test_damaged_variable_metadata_is_one_line_for_every_command(
         assert len(err.splitlines()) == 1 and str(meta) in err and "--force" in err, (argv, err)
     assert main(["ls", str(tmp_path)]) == 0  # the other stores are still listed; this one says why
     assert f"damaged: {meta}" in capsys.readouterr().out
+
+
+def test_a_sweep_over_the_design_size_keeps_every_design(client, out):
+    from sweep import unpadded
+
+    ds = Sweep(job("design_of_size"), {"grid": {"n": [2, 4, 3]}}, output=out).run(
+        client=client, progress=False
+    )
+    assert (ds["status"] == "done").all(), ds["error"].values
+    assert ds["design"].shape == (3, 4, 4)
+    for n in (2, 3, 4):
+        design = unpadded(ds, "design", n=n)
+        assert design.shape == (n, n) and (design.values == n).all()
+    assert np.isnan(ds["design"].sel(n=2).values[2:, :]).all()

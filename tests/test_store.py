@@ -87,17 +87,32 @@ def test_a_space_that_drops_only_points_never_run_is_taken_as_is(out):
     assert open_results(out)["status"].shape == (2, 1)
 
 
-def test_outputs_that_change_shape_fail_that_point_only(out):
-    with Store.open(out, loaded(out)) as store:
-        from sweep.outputs import Output
+def test_outputs_whose_shape_follows_a_parameter_are_kept_padded(out):
+    """Found (issue 27): sweeping a design's size failed every point after the first shape with
+    "outputs must keep their shape across points"."""
+    from sweep import unpadded
+    from sweep.outputs import Output
 
-        ok = PointRecord((0, 0), status="done", outputs={"v": Output(np.zeros(3), ("k",))})
-        bad = PointRecord((0, 1), status="done", outputs={"v": Output(np.zeros(4), ("k",))})
-        written = store.write([ok, bad])
-    assert [r.status for r in written] == ["done", "failed"]
-    assert "must keep their shape" in written[1].error
+    with Store.open(out, loaded(out)) as store:
+        first = PointRecord((0, 0), status="done", outputs={"v": Output(np.arange(3.0), ("k",))})
+        bigger = PointRecord((0, 1), status="done", outputs={"v": Output(np.arange(5.0), ("k",))})
+        other_dims = PointRecord((1, 0), status="done", outputs={"v": Output(np.zeros((2, 2)), ("k", "j"))})
+        with_coords = Output(np.zeros(2), ("t",), {"t": np.array([0, 1])})
+        coords = PointRecord((1, 1), status="done", outputs={"w": with_coords})
+        pair = {"a": Output(np.zeros(2), ("m",)), "b": Output(np.zeros(2), ("m",))}
+        shared = PointRecord((2, 0), status="done", outputs=pair)
+        written = store.write([first, bigger, other_dims, coords, shared])
+        longer = {"a": Output(np.zeros(3), ("m",)), "b": Output(np.zeros(2), ("m",))}
+        (refused,) = store.write([PointRecord((2, 1), status="done", outputs=longer)])
+    assert [r.status for r in written] == ["done", "done", "failed", "done", "done"]
+    assert "must keep their dims" in written[2].error
+    assert refused.status == "failed" and "dim 'm' has 3 values here but 2" in refused.error
+    assert "used by another output" in refused.error
     ds = open_results(out)
-    assert ds["status"].values[0, 0] == "done" and ds["status"].values[0, 1] == "failed"
+    assert ds["v"].shape == (3, 2, 5)
+    assert np.isnan(ds["v"].values[0, 0, 3:]).all() and ds["v"].values[0, 1].tolist() == [0, 1, 2, 3, 4]
+    assert unpadded(ds, "v", x=1.0, offset=0).values.tolist() == [0.0, 1.0, 2.0]
+    assert unpadded(ds, "v", x=1.0, offset=10).shape == (5,)
 
 
 def test_a_one_point_batch_of_text_is_written(client, out):
