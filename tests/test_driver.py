@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 import yaml
 
 from sweep import Sweep, open_results
@@ -152,6 +153,7 @@ def test_cancelling_a_sweep_on_your_own_client_kills_its_running_children(client
     assert not (open_results(tmp_path / "own.zarr")["status"] == "done").any()
 
 
+@pytest.mark.slow
 def test_cancel_in_a_runs_first_seconds_stops_that_run_and_never_signals_a_stale_pid(tmp_path):
     """Found: a finished run leaves its state file, and the next run replaced it only once its
     cluster was up; a cancel in between SIGTERMed the old pid (dead, or reused by another
@@ -189,6 +191,7 @@ def test_cancel_in_a_runs_first_seconds_stops_that_run_and_never_signals_a_stale
         bystander.wait()
 
 
+@pytest.mark.slow
 def test_a_starting_run_is_not_reported_with_a_previous_runs_points(tmp_path):
     """`status` and `logs --follow` read the state file only when it names the lock holder."""
     from sweep.driver import DriverState, Starting, running

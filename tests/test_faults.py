@@ -306,6 +306,7 @@ def test_a_daemon_a_job_starts_in_its_own_session_ends_with_the_job(tmp_path):
     assert bootstrap_pids() <= before  # no child of the sweep is left either
 
 
+@pytest.mark.slow
 @root_only("mounting a tmpfs")
 def test_a_full_disk_keeps_every_point_that_fits(tmp_path, mounted):
     """Found: on a 20 MB disk with 8 MB outputs, "0 points saved" while two points' chunks
@@ -321,6 +322,7 @@ def test_a_full_disk_keeps_every_point_that_fits(tmp_path, mounted):
     assert int((open_results(out)["status"] == "done").sum()) == 2
 
 
+@pytest.mark.slow
 @root_only("mounting a tmpfs")
 def test_a_new_store_on_a_full_disk_is_one_line_exit_3_and_leaves_no_folder(tmp_path, mounted):
     """Found: the lock write failed with a traceback, exit 1, and left an empty folder."""
@@ -334,6 +336,7 @@ def test_a_new_store_on_a_full_disk_is_one_line_exit_3_and_leaves_no_folder(tmp_
     assert sorted(p.name for p in disk.iterdir()) == ["filler"]
 
 
+@pytest.mark.slow
 @root_only("mounting a tmpfs")
 def test_attach_ends_with_the_exit_code_of_a_sweep_that_filled_its_disk(tmp_path, mounted):
     """Found: `sweep attach` of a driver that exited 3 (disk full) exited 1."""
