@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import yaml
 
-from sweep import open_results
+from sweep import Sweep, open_results
 from sweep.cli import main
 from sweep.recipe import Recipe
 from sweep.store import Store
@@ -149,3 +149,14 @@ def test_a_rebuild_cut_short_puts_the_old_store_back(client, tmp_path, capsys, m
     with Store.open(out, Recipe.load(path)) as store:
         assert store.growth is None and not store.todo()
     assert_kept(before, open_results(out))
+
+
+def test_a_rebuild_killed_midway_leaves_nothing_after_the_next_open(client, tmp_path):
+    """Found: a kill during a growth rebuild left `.NAME.zarr.creating-PID` beside the store."""
+    out = tmp_path / "out.zarr"
+    s = Sweep(f"{JOBS}:square", {"grid": {"x": [1.0]}}, output=out)
+    s.run(client=client, progress=False)
+    left = tmp_path / ".out.zarr.creating-99999"
+    (left / "y").mkdir(parents=True)
+    Store.open(out, s.loaded).close()
+    assert not left.exists()
