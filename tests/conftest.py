@@ -26,6 +26,13 @@ def cli_submit(recipe, *extra: str, **kw) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``sweep ARGS...`` in a fresh interpreter, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def job(name: str) -> str:
     """A recipe job reference to a function of tests/jobs.py."""
     return f"{JOBS}:{name}"

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -14,7 +15,7 @@ import yaml
 
 from sweep import Sweep, open_results
 from sweep.errors import SweepWarning
-from tests.conftest import JOBS, ROOT, cli_submit, kill_the_worker_mid_sweep
+from tests.conftest import JOBS, ROOT, cli, cli_submit, kill_the_worker_mid_sweep
 
 
 def worker_pids(client) -> set[int]:
@@ -172,6 +173,14 @@ def mounted(tmp_path):
         subprocess.run(["umount", "-l", target], check=False, capture_output=True)
 
 
+def tmpfs(tmp_path, mounted, size: str) -> Path:
+    """A folder on a tmpfs of ``size`` mounted for this test."""
+    disk = tmp_path / f"disk-{size}"
+    disk.mkdir()
+    mounted("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk))
+    return disk
+
+
 def big_recipe(tmp_path, output, points=16, size=50_000):
     recipe = tmp_path / "big.yaml"
     recipe.write_text(
@@ -311,10 +320,7 @@ def test_a_daemon_a_job_starts_in_its_own_session_ends_with_the_job(tmp_path):
 def test_a_full_disk_keeps_every_point_that_fits(tmp_path, mounted):
     """Found: on a 20 MB disk with 8 MB outputs, "0 points saved" while two points' chunks
     filled it: the one-by-one retry rewrote chunks already written, which needs room again."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted("-t", "tmpfs", "-o", "size=20m", "tmpfs", str(disk))
-    out = disk / "out.zarr"
+    out = tmpfs(tmp_path, mounted, "20m") / "out.zarr"
     recipe = big_recipe(tmp_path, out, points=4, size=1_000_000)  # 8 MB each, all in one batch
     run = cli_submit(recipe)
     assert run.returncode == 3, run.stderr
@@ -326,9 +332,7 @@ def test_a_full_disk_keeps_every_point_that_fits(tmp_path, mounted):
 @root_only("mounting a tmpfs")
 def test_a_new_store_on_a_full_disk_is_one_line_exit_3_and_leaves_no_folder(tmp_path, mounted):
     """Found: the lock write failed with a traceback, exit 1, and left an empty folder."""
-    disk = tmp_path / "full"
-    disk.mkdir()
-    mounted("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk))
+    disk = tmpfs(tmp_path, mounted, "1m")
     subprocess.run(["dd", "if=/dev/zero", f"of={disk / 'filler'}", "bs=4k"], capture_output=True)
     run = cli_submit(big_recipe(tmp_path, disk / "out.zarr"))
     assert run.returncode == 3, run.stderr
@@ -340,20 +344,11 @@ def test_a_new_store_on_a_full_disk_is_one_line_exit_3_and_leaves_no_folder(tmp_
 @root_only("mounting a tmpfs")
 def test_attach_ends_with_the_exit_code_of_a_sweep_that_filled_its_disk(tmp_path, mounted):
     """Found: `sweep attach` of a driver that exited 3 (disk full) exited 1."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted("-t", "tmpfs", "-o", "size=20m", "tmpfs", str(disk))
-    out = disk / "out.zarr"
+    out = tmpfs(tmp_path, mounted, "20m") / "out.zarr"
     recipe = big_recipe(tmp_path, out, points=4, size=1_000_000)
     recipe.write_text(recipe.read_text().replace("incompressible", "slow_incompressible"))
     assert cli_submit(recipe, "--detach").returncode == 0
-    attach = subprocess.run(
-        [sys.executable, "-m", "sweep.cli", "attach", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    attach = cli("attach", str(out))
     assert attach.returncode == 3, attach.stderr
 
 

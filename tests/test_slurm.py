@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sweep import Sweep, open_results
-from tests.conftest import JOBS, ROOT
+from tests.conftest import JOBS, ROOT, cli
 
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 CONF = Path(os.environ.get("SWEEP_SLURM_DIR", "/tmp/sweep-slurm")) / "slurm.conf"
@@ -246,13 +246,7 @@ def test_a_detached_sweep_on_slurm_runs_to_the_end_and_names_its_batch_jobs(slur
     out = tmp_path / "out.zarr"
     state = json.loads((out / ".sweep-driver.json").read_text())
     assert f"pid {state['pid']}" in printed and state["scheduler"].startswith("tls://127.0.0.1:")
-    attached = subprocess.run(
-        [sys.executable, "-m", "sweep.cli", "attach", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    attached = cli("attach", str(out))
     assert attached.returncode == 0, attached.stderr
     ds = open_results(out)
     assert (ds["status"] == "done").all() and ds.attrs["sweep_run_state"] == "finished"
