@@ -782,12 +782,12 @@ def _record_vars(
 
 def _add_record_vars(path: Path) -> None:
     """Add the per-point variables a store made by an earlier version lacks (all unset)."""
-    import xarray as xr
-
     group = _open_group(path, "r")
     missing = [name for name in RECORD_VARS if name not in group]
     if not missing:
         return
+    import xarray as xr  # only then: opening a store imports no xarray
+
     dims = tuple(json.loads(group.attrs["sweep_dims"]))
     data_vars, encoding = _record_vars(missing, dims, group["status"].shape)
     ds = xr.Dataset(data_vars)
