@@ -151,13 +151,36 @@ def _save_credentials(security: Any, folder: Path) -> str:
     pem = {k: config.get(k) for k in ("ca_file", "cert", "key")}
     if not all(v and "\n" in v for v in pem.values()):
         return ""
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    folder.chmod(0o700)
-    _remove_stale_credentials(folder)
-    path = folder / f"{CREDENTIALS_PREFIX}{socket.gethostname()}-{os.getpid()}.json"
+    private = _private_folder(folder)
+    if private is None:
+        print(
+            f"sweep: no private folder for the sweep's credentials ({folder} can't be made): "
+            "`sweep logs --follow` can't reach this sweep; the sweep itself goes on",
+            file=sys.stderr,
+        )
+        return ""
+    _remove_stale_credentials(private)
+    path = private / f"{CREDENTIALS_PREFIX}{socket.gethostname()}-{os.getpid()}.json"
     _write_private(path, json.dumps(pem))
     atexit.register(path.unlink, missing_ok=True)
     return str(path)
+
+
+def _private_folder(preferred: Path) -> Path | None:
+    """``preferred``, else ``$TMPDIR/sweep-tls-UID`` (a home that can't be written, as under
+    ``runuser``), made 0700; only a folder this user owns is used. None when neither can be."""
+    import tempfile
+
+    for folder in (preferred, Path(tempfile.gettempdir()) / f"sweep-tls-{os.geteuid()}"):
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if folder.is_symlink() or folder.stat().st_uid != os.geteuid():
+                continue  # made by someone else: never put a key there
+            folder.chmod(0o700)
+            return folder
+        except OSError:
+            continue
+    return None
 
 
 def _remove_stale_credentials(folder: Path) -> None:
