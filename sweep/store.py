@@ -781,7 +781,9 @@ def _record_vars(
 
 
 def _add_record_vars(path: Path) -> None:
-    """Add the per-point variables a store made by an earlier version lacks (all unset)."""
+    """Add the per-point variables a store made by an earlier version lacks (unset), except
+    ``returned`` of its finished points: every output the store had, as that version assumed
+    (so the integrity check still looks for all of them)."""
     group = _open_group(path, "r")
     missing = [name for name in RECORD_VARS if name not in group]
     if not missing:
@@ -790,6 +792,9 @@ def _add_record_vars(path: Path) -> None:
 
     dims = tuple(json.loads(group.attrs["sweep_dims"]))
     data_vars, encoding = _record_vars(missing, dims, group["status"].shape)
+    if "returned" in missing:
+        finished = np.isin(np.asarray(group["status"][...], dtype=object), FINISHED)
+        data_vars["returned"][1][finished] = ",".join(_outputs(group))
     ds = xr.Dataset(data_vars)
     ds.attrs.update(group.attrs)
     with warnings.catch_warnings():
