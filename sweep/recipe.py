@@ -329,9 +329,9 @@ class LoadedRecipe:
         self.name_from = "given"  # or "recipe file" / "job": where the sweep's name came from
         p = recipe.params
         problems: list[str] = []  # every one found, one line each
-        self.space: Space | Any = None
+        space: Space | None = None
         try:
-            self.space = build_space(p.space_kind, getattr(p, p.space_kind))
+            space = build_space(p.space_kind, getattr(p, p.space_kind))
         except SpaceError as exc:
             problems.append(f"{source}: {exc}")
         self.search: SearchSpec | None = None
@@ -340,7 +340,7 @@ class LoadedRecipe:
                 self.search = SearchSpec.of(p.search, p.prune)
             except SpaceError as exc:
                 problems.append(f"{source}: {exc}")
-        names = list(self.space.names) if self.space is not None else []
+        names = list(space.names) if space is not None else []
         clash = sorted(set(names) & set(p.fixed))
         if clash:
             problems.append(
@@ -354,12 +354,13 @@ class LoadedRecipe:
             else:
                 self.job = parse_job(recipe.job, base)
                 signature = job_parameters(self.job)
-            if self.space is not None:
+            if space is not None:
                 check_signature(self.job.label, signature, [*names, *p.fixed])
         except (JobError, SyntaxError) as exc:
             problems.append(f"{source}: job: {exc}")
-        if problems:
+        if problems or space is None:
             raise RecipeError("\n".join(problems))
+        self.space: Space = space
         self.output = Path(recipe.output or f"results/{recipe.name}.zarr")
         _check_writable(self.output, source)
         _check_walltime(recipe, source)

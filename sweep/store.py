@@ -153,7 +153,7 @@ class Store:
             now = inputs.of(loaded)  # reads and hashes the job's source: once per open
             if (path / "zarr.json").exists():
                 attrs = _read_attrs(path)
-                ran = _inputs_of_done_points(path, attrs)
+                ran = inputs_ran(path)
                 now = inputs.of(loaded, {f for _, i in ran for f in i.sources})
                 moved = attrs.get("sweep_fingerprint") != fingerprint
                 grown = _growth(path, attrs, loaded.space, keep_done) if moved else None
@@ -516,10 +516,6 @@ def _inputs_by_point(group: Any, attrs: Mapping[str, Any]) -> list[tuple[int, in
     if legacy and "sweep_inputs" in attrs:
         out.append((legacy, inputs.Inputs.from_json(attrs["sweep_inputs"])))
     return out
-
-
-def _inputs_of_done_points(path: Path, attrs: Mapping[str, Any]) -> list[tuple[int, inputs.Inputs]]:
-    return _inputs_by_point(_open_group(path, "r"), attrs)
 
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # of the run times in the store's attributes
