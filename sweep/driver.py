@@ -358,8 +358,24 @@ def attach(output: Path, say: Callable[[str], None], every: float = 2.0) -> tupl
     final = counts(output)
     if _progress(final) != last:
         say(_progress(final))
-    ended = DriverState.load(output)
-    return final, ended.exit_code if ended is not None and ended.pid == state.pid else None
+    # the store's lock goes before the driver writes its exit code: wait for it while it lives
+    deadline = time.monotonic() + 10
+    while True:
+        ended = DriverState.load(output)
+        code = ended.exit_code if ended is not None and ended.pid == state.pid else None
+        if code is not None or not _alive(state.pid) or time.monotonic() > deadline:
+            return final, code
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _progress(c: Counter[str]) -> str:
