@@ -148,3 +148,17 @@ def test_submit_without_progress_still_says_what_failed(client, tmp_path, capsys
     assert err[-1].endswith(
         "1 failed of 3 points; `sweep status " + str(tmp_path / "out.zarr") + "` says why"
     ), err
+
+
+def test_the_command_shows_warnings_as_one_line_except_library_notices(capsys):
+    import warnings
+
+    from sweep.cli import _setup_logging
+
+    with warnings.catch_warnings():
+        _setup_logging(0)
+        warnings.simplefilter("always")
+        warnings.warn("a plan that needs looking at", UserWarning, stacklevel=1)
+        warnings.warn("crc32c usage is deprecated", DeprecationWarning, stacklevel=1)
+        warnings.warn("The codec `vlen-utf8` is currently not part of the spec", UserWarning, stacklevel=1)
+    assert capsys.readouterr().err == "sweep: warning: a plan that needs looking at\n"

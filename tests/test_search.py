@@ -9,12 +9,8 @@ import subprocess
 import sys
 import time
 
-import optuna
 import pytest
 import yaml
-from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
-from optuna.trial import TrialState
 
 from sweep import Pruned, RecipeError, Sweep, open_results
 from sweep.child import Child
@@ -22,6 +18,12 @@ from sweep.job import parse_job
 from sweep.search import PRUNER_OPTIONS, PRUNERS, SAMPLERS, SearchStopped, journal_path
 from sweep.store import StoreMismatch
 from tests.conftest import JOBS, ROOT
+
+optuna = pytest.importorskip("optuna", reason="needs the search extra: pip install -e '.[search]'")
+
+from optuna.storages import JournalStorage  # noqa: E402
+from optuna.storages.journal import JournalFileBackend  # noqa: E402
+from optuna.trial import TrialState  # noqa: E402
 
 
 def search(n_trials=10, prune=True, objective="loss", **extra):
