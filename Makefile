@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
+MEEP := .venv-meep
 
-.PHONY: run test test-fast lint bench slurm clean
+.PHONY: run test test-main test-meep meep-env test-fast lint bench slurm clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,9 +30,25 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# two stacks: the newest (every test) and a Meep user's (system Meep, numpy<2: the Meep tests)
 test: lint
 	scripts/system-deps.sh
+	$(MAKE) --no-print-directory test-main
+	@if scripts/meep-env.sh --check; then $(MAKE) --no-print-directory test-meep; \
+	else echo "note: no Meep on this system: its leg is skipped"; fi
+
+test-main: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q -ra
+
+$(MEEP)/.installed: pyproject.toml scripts/meep-env.sh
+	scripts/meep-env.sh $(MEEP)
+	touch $@
+
+meep-env: $(MEEP)/.installed
+
+test-meep: $(MEEP)/.installed
+	$(MEEP)/bin/python -m pytest -q -ra -p no:cacheprovider tests/test_meep.py \
+		tests/test_notebooks.py::test_meep_notebook_runs tests/test_store.py
 
 test-fast: lint
 	$(BIN)/python -m pytest -q -m "not slow"
@@ -43,4 +60,4 @@ slurm:
 	scripts/slurm-local.sh start
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) $(MEEP) results .pytest_cache

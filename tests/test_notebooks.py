@@ -44,3 +44,8 @@ def test_photonics_notebook_runs(tmp_path, monkeypatch):
 
 def test_search_notebook_runs(tmp_path, monkeypatch):
     execute("search.ipynb", tmp_path, monkeypatch)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("meep") is None, reason="needs Meep (make meep-env)")
+def test_meep_notebook_runs(tmp_path, monkeypatch):
+    execute("meep.ipynb", tmp_path, monkeypatch)
