@@ -4,9 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
+LOWEST := .venv-lowest
 MEEP := .venv-meep
 
-.PHONY: run test test-main test-meep meep-env test-fast lint bench slurm clean
+.PHONY: run test test-main test-lowest test-meep meep-env test-fast lint bench slurm clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,15 +31,26 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# two stacks: the newest (every test) and a Meep user's (system Meep, numpy<2: the Meep tests)
+# three stacks: the newest (every test), the lowest versions pyproject.toml allows (the tests
+# not marked slow and one real sweep) and a Meep user's (system Meep, numpy<2: the Meep tests)
 test: lint
 	scripts/system-deps.sh
-	$(MAKE) --no-print-directory test-main
+	$(MAKE) --no-print-directory test-main test-lowest
 	@if scripts/meep-env.sh --check; then $(MAKE) --no-print-directory test-meep; \
 	else echo "note: no Meep on this system: its leg is skipped"; fi
 
 test-main: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q -ra
+
+$(LOWEST)/.installed: pyproject.toml scripts/lowest-env.sh | $(TEST_STAMP)
+	scripts/lowest-env.sh $(LOWEST)
+	touch $@
+
+test-lowest: $(LOWEST)/.installed
+	$(LOWEST)/bin/python -m pytest -q -ra -m "not slow" -p no:cacheprovider
+	rm -rf $(LOWEST)/quickstart.zarr
+	$(LOWEST)/bin/sweep submit recipes/quickstart.yaml --output $(LOWEST)/quickstart.zarr --no-progress
+	$(LOWEST)/bin/sweep status $(LOWEST)/quickstart.zarr
 
 $(MEEP)/.installed: pyproject.toml scripts/meep-env.sh
 	scripts/meep-env.sh $(MEEP)
@@ -60,4 +72,4 @@ slurm:
 	scripts/slurm-local.sh start
 
 clean:
-	rm -rf $(VENV) $(MEEP) results .pytest_cache
+	rm -rf $(VENV) $(LOWEST) $(MEEP) results .pytest_cache
