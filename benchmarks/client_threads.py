@@ -13,7 +13,7 @@ import argparse
 from statistics import median
 from typing import Any
 
-from sweep.child import Child, ChildConfig
+from sweep.capped import Child, ChildConfig
 from sweep.job import JobRef
 
 SETTINGS = {"old (1)": ChildConfig(env=(("NPROC", "1"), ("PJRT_NPROC", "1"))), "now (2)": ChildConfig()}

@@ -22,7 +22,7 @@ from pathlib import Path
 from distributed import Client
 
 from sweep import Sweep
-from sweep.child import ChildConfig
+from sweep.capped import ChildConfig
 from sweep.cluster import local_cluster
 from sweep.job import parse_job
 from sweep.pool import CorePool

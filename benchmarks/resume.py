@@ -17,7 +17,7 @@ from statistics import median
 
 import numpy as np
 
-from sweep.outputs import Output
+from sweep.child.outputs import Output
 from sweep.protocol import PointRecord
 from sweep.recipe import Recipe
 from sweep.store import Store, lost_points

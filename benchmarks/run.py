@@ -38,7 +38,7 @@ from distributed import Client, LocalCluster  # noqa: E402
 from first_result import bench_first_result  # noqa: E402  (benchmarks/first_result.py)
 
 from sweep import Sweep  # noqa: E402
-from sweep.child import Child, ChildConfig  # noqa: E402
+from sweep.capped import Child, ChildConfig  # noqa: E402
 from sweep.cluster import local_cluster, local_cores  # noqa: E402
 from sweep.job import JobRef  # noqa: E402
 

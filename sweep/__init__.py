@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time the names load lazily
+    from sweep.child.reporting import report
     from sweep.cluster import local_cluster
     from sweep.errors import SweepError
+    from sweep.protocol import Pruned
     from sweep.recipe import Recipe, RecipeError
-    from sweep.reporting import Pruned, report
-    from sweep.results import open_results, report_history, unpadded
     from sweep.runner import Sweep, SweepRun, run
+    from sweep.store.results import open_results, report_history, unpadded
 
 __version__ = "0.1.0"
 
@@ -24,11 +25,11 @@ _LAZY = {
     "SweepRun": ("sweep.runner", "SweepRun"),
     "SweepError": ("sweep.errors", "SweepError"),
     "run": ("sweep.runner", "run"),
-    "open_results": ("sweep.results", "open_results"),
-    "report": ("sweep.reporting", "report"),
-    "Pruned": ("sweep.reporting", "Pruned"),
-    "report_history": ("sweep.results", "report_history"),
-    "unpadded": ("sweep.results", "unpadded"),
+    "open_results": ("sweep.store.results", "open_results"),
+    "report": ("sweep.child.reporting", "report"),
+    "Pruned": ("sweep.protocol", "Pruned"),
+    "report_history": ("sweep.store.results", "report_history"),
+    "unpadded": ("sweep.store.results", "unpadded"),
     "Recipe": ("sweep.recipe", "Recipe"),
     "local_cluster": ("sweep.cluster", "local_cluster"),
     "RecipeError": ("sweep.recipe", "RecipeError"),

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from sweep.errors import SweepError, UsageError
 from sweep.logs import log_to_stderr
+from sweep.store.layout import METADATA
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 # Commands that print and exit; only these may die by SIGPIPE.
@@ -220,7 +221,7 @@ def _interrupted(args: argparse.Namespace) -> str:
     if args.command not in ("submit", "retry"):
         return "interrupted"
     try:  # the interrupt may have come in the middle of an import: anything can fail here
-        from sweep.results import open_results
+        from sweep.store.results import open_results
 
         output = _load(args).output if args.command == "submit" else args.output
         done = int((open_results(output)["status"] == "done").sum())
@@ -442,16 +443,16 @@ def _ls(args: argparse.Namespace) -> int:
     import json
 
     from sweep import driver
-    from sweep.integrity import StoreDamaged
     from sweep.protocol import NOT_DONE
     from sweep.store import last_run, lost_points
+    from sweep.store.integrity import StoreDamaged
 
     root = Path(args.folder)
     if not root.is_dir():
         raise UsageError(f"{root} is not a folder; give the folder holding your stores (default: results)")
     rows = []
     for path in driver.stores(root):
-        attrs = json.loads((path / "zarr.json").read_text()).get("attributes", {})
+        attrs = json.loads((path / METADATA).read_text()).get("attributes", {})
         try:
             c = driver.counts(path)
             damaged = int(lost_points(path).sum())
@@ -531,7 +532,7 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"  cluster   {r.cluster.kind}")
     print(f"  output    {s.output}")
     if s.loaded.search is not None:
-        from sweep.search import describe
+        from sweep.searchspec import describe
 
         for line in describe(s.loaded.search, space):
             print(f"  {line}")
@@ -545,7 +546,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _open(path: str):
-    from sweep.results import open_results
+    from sweep.store.results import open_results
 
     try:
         return open_results(Path(path))

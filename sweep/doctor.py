@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import leases, limits
-from sweep.child import Child, ChildConfig, Limits, thread_budget
+from sweep.capped import Child, ChildConfig, Limits, thread_budget
 from sweep.job import JobRef
 
 CGROUP = Path("/sys/fs/cgroup")

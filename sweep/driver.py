@@ -14,7 +14,7 @@ command line, log, dashboard link, scheduler address, batch job ids), so that:
   batch jobs released, cluster closed);
 * ``sweep ls`` can list stores and which of them run now (:func:`stores`).
 
-Whether a driver runs is the store's lock (:mod:`sweep.storelock`), never the state file,
+Whether a driver runs is the store's lock (:mod:`sweep.store.lock`), never the state file,
 which a killed driver leaves behind.
 """
 
@@ -37,10 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import SweepError, UsageError
-from sweep.storelock import holder, locked
+from sweep.store.layout import LOG_NAME, METADATA, STATE_NAME, is_store
+from sweep.store.lock import holder, locked
 
-STATE_NAME = ".sweep-driver.json"
-LOG_NAME = ".sweep-driver.log"
 CREDENTIALS_PREFIX = "sweep-driver-"  # then host, pid: a driver's TLS client credentials
 START_TIMEOUT_S = 300.0  # a batch cluster's scheduler can take a while
 CANCEL_TIMEOUT_S = 120.0
@@ -261,7 +260,7 @@ def running(output: Path) -> DriverState:
     that may be gone or reused). NotRunning when none runs it; Starting when the holder has
     not published its state."""
     owner = holder(output) if output.is_dir() else None
-    if owner is None and not (output / "zarr.json").exists():  # a held one may be being rebuilt
+    if owner is None and not is_store(output):  # a held one may be being rebuilt
         raise UsageError(f"{output} is not a sweep store (no zarr.json); give a store's path")
     if owner is None:
         raise NotRunning(f"no sweep runs {output} now; `sweep status {output}` says how its last run ended")
@@ -337,7 +336,7 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 def counts(output: Path) -> Counter[str]:
     """Points of the store by status."""
-    from sweep.results import open_results
+    from sweep.store.results import open_results
 
     return Counter(open_results(output, load=False)["status"].values.ravel().astype(str))
 
@@ -407,7 +406,7 @@ def stores(root: Path, depth: int = 4) -> Iterator[Path]:
     """Every sweep store under ``root`` (a folder whose zarr.json names a sweep)."""
     if depth < 0 or not root.is_dir():
         return
-    meta = root / "zarr.json"
+    meta = root / METADATA
     if meta.exists():
         try:
             if "sweep_name" in json.loads(meta.read_text()).get("attributes", {}):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sweep import driver
 from sweep.protocol import LogChunk
-from sweep.storelock import locked
+from sweep.store.lock import locked
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5
@@ -133,6 +133,6 @@ def _after(kept: bytes, tail: bytes, offset: int) -> bytes:
 
 def _ended(output: Path, index: tuple[int, ...]) -> bool:
     """Whether the store has the point's record (it is no longer pending)."""
-    from sweep.results import open_results
+    from sweep.store.results import open_results
 
     return str(open_results(output, load=False)["status"].values[index]) != "pending"

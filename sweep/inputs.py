@@ -3,7 +3,7 @@
 The inputs are: the fixed parameters; the job's identity (the SHA-256 of its source file
 for ``file.py:function`` and for a function of an importable module, of the function's
 source for a callable defined in a notebook or script, or of its cloudpickle bytes when
-there is no source); the user's source files the job imported (:mod:`sweep.sources`, each
+there is no source); the user's source files the job imported (:mod:`sweep.child.sources`, each
 with its SHA-256); the child settings that change numerics (``child.platforms``,
 ``child.env``); and the variables of the submitting environment that the children inherit
 and that change what JAX, XLA or the BLAS libraries do (``JAX_*``, ``XLA_*``,
@@ -86,7 +86,7 @@ def of(loaded: Any, known_files: Iterable[str] = ()) -> Inputs:
 def inherited(child: Any, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables of ``environ`` (this process's) that children started with the recipe's
     ``child`` settings inherit and that change what JAX, XLA or BLAS do."""
-    from sweep.child import ChildConfig
+    from sweep.capped import ChildConfig
 
     environ = os.environ if environ is None else environ
     shell = {

@@ -10,33 +10,14 @@ from __future__ import annotations
 import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweep.child import ChildConfig, Limits, default_compile_cache, thread_budget
+from sweep.capped import ChildConfig, Limits, default_compile_cache, thread_budget
 from sweep.errors import SweepWarning
 from sweep.events import SweepAnnounced
-from sweep.job import JobRef
 from sweep.recipe import LoadedRecipe, Recipe
-
-
-@dataclass(frozen=True)
-class PointTask:
-    """Everything a worker needs to run one point."""
-
-    sweep: str
-    index: tuple[int, ...]
-    job: JobRef
-    kwargs: Mapping[str, Any]
-    threads: int = 1
-    limits: Limits = field(default_factory=Limits)
-    retries: int = 0
-    thread_budget: int = 15
-    config: ChildConfig = field(default_factory=ChildConfig)
-    max_jobs: int = 500
-    max_rss: int | None = None
-    run: str = ""  # which run of the sweep (a token of the client's): what a cancel stops
+from sweep.task import PointTask
 
 
 def child_config(recipe: Recipe) -> ChildConfig:

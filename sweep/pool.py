@@ -5,7 +5,7 @@ worker process's affinity mask (on a batch node: the cores the batch system gave
 not the whole node) to each running point, through the node-wide leases of
 :mod:`sweep.leases`: disjoint from every other lease of every worker process and sweep of
 the user on the node. How many points a worker runs at once is Dask's ``threads`` resource.
-Each lease comes with a warm :class:`~sweep.child.Child` pinned to exactly
+Each lease comes with a warm :class:`~sweep.capped.Child` pinned to exactly
 those cores; when the point ends the child goes back to an idle list keyed by its cores and
 config, and the next point that can take the same cores reuses it (no new ``import jax``).
 
@@ -34,12 +34,12 @@ from typing import Any
 from distributed import WorkerPlugin, get_worker
 
 from sweep import _compat, events, leases
-from sweep.child import Child, ChildConfig, ChildDied
+from sweep.capped import Child, ChildConfig, ChildDied
 from sweep.job import JobRef
 from sweep.jobqueue import batch_job_id
 from sweep.logs import log_to_stderr
-from sweep.plan import PointTask
 from sweep.protocol import FINISHED, LogChunk, PointRecord, StoppedAttempt
+from sweep.task import PointTask
 
 log = logging.getLogger(__name__)
 LEASE_POLL_S = 0.2  # how often a waiting lease looks again for cores other processes freed

@@ -7,9 +7,9 @@ pickle of one of the dataclasses below:
 * child -> parent: :class:`Ready` once, after start-up; then for each job any number of
   :class:`Report` (one per :func:`sweep.report` call) and one :class:`JobDone` or
   :class:`JobFailed`, each carrying the child's :class:`Metrics` for that job and the user's
-  source files it ran (:mod:`sweep.sources`).
+  source files it ran (:mod:`sweep.child.sources`).
 
-A :class:`PointRecord` is what became of one point: the parent's :class:`~sweep.child.Child`
+A :class:`PointRecord` is what became of one point: the parent's :class:`~sweep.capped.Child`
 fills in what the child said and what the watch saw, the worker task adds where it ran, the
 client hands it to the store, whose per-point variables are derived from its fields
 (:func:`stored_fields`). Standard library only: the child imports this before any job runs.
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
+    from sweep.child.outputs import Output
     from sweep.job import JobRef
-    from sweep.outputs import Output
 
 Status = Literal["pending", "done", "failed", "timeout", "killed", "stalled", "pruned"]
 STATUSES: tuple[Status, ...] = get_args(Status)
@@ -33,6 +33,10 @@ NOT_DONE: tuple[Status, ...] = ("failed", "timeout", "killed", "stalled")
 FINISHED: tuple[Status, ...] = ("done", "pruned")  # ended for good: a search stopped a pruned trial
 
 _HEADER = struct.Struct(">Q")
+
+
+class Pruned(Exception):
+    """Raised by :func:`sweep.report` in a trial the search's pruner stopped."""
 
 
 # -- parent -> child ----------------------------------------------------------------------
@@ -92,7 +96,7 @@ class Metrics:
 @dataclass(frozen=True)
 class JobDone:
     """The job returned; ``unrestorable`` lists what it changed in the child that can't be put
-    back (:mod:`sweep.isolation`): then the parent replaces the child."""
+    back (:mod:`sweep.child.isolation`): then the parent replaces the child."""
 
     outputs: dict[str, Output]
     metrics: Metrics
@@ -217,7 +221,9 @@ class PointRecord:
         metadata=_stored("str", "", "id of the inputs the point ran with (a key of sweep_inputs_seen)"),
     )
     logs: list[str] = field(default_factory=list)  # what each attempt printed (kept in OUTPUT/logs)
-    sources: dict[str, str] = field(default_factory=dict)  # the user's files the job ran (sweep.sources)
+    sources: dict[str, str] = field(
+        default_factory=dict
+    )  # the user's files the job ran (sweep.child.sources)
     status: Status = field(
         default="failed", metadata=_stored("str", "pending", "one of " + ", ".join(STATUSES))
     )

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sweep.errors import SweepError, SweepWarning
 from sweep.job import JobError, JobRef, callable_ref, check_signature, job_parameters, parse_job
-from sweep.search import SearchSpec
+from sweep.searchspec import SearchSpec
 from sweep.space import SPACES, Space, SpaceError, build_space
 
 

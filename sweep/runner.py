@@ -9,7 +9,7 @@
 The client is the only writer of the store. Each point is one Dask task
 (:func:`sweep.pool.run_point`, planned by :mod:`sweep.plan`) submitted with
 ``resources={"threads": k}``; its :class:`~sweep.protocol.PointRecord` comes back and is
-written by a :class:`~sweep.writer.ResultWriter` in the order points finish, so an
+written by a :class:`~sweep.store.writer.ResultWriter` in the order points finish, so an
 interrupted sweep loses nothing and a rerun runs only the points not ``done``.
 """
 
@@ -31,7 +31,7 @@ from typing import Any, cast
 from distributed import Client, as_completed
 
 from sweep import driver, events, limits, plan, provenance, search
-from sweep.child import multipliers
+from sweep.capped import multipliers
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
@@ -39,12 +39,13 @@ from sweep.pool import CorePool, on_pool
 from sweep.progress import SweepProgress, summary_table
 from sweep.protocol import PointRecord, StoppedAttempt
 from sweep.recipe import LoadedRecipe, Recipe, RecipeError, load_yaml, safe_name
-from sweep.results import open_results
 from sweep.space import Trials
 from sweep.store import Store, StoreFull
-from sweep.storelock import locked
+from sweep.store.layout import is_store
+from sweep.store.lock import locked
+from sweep.store.results import open_results
+from sweep.store.writer import ResultWriter
 from sweep.window import Window
-from sweep.writer import ResultWriter
 
 # The client looks for results every POLL_MIN_S while they come, backing off to POLL_MAX_S
 # when none does (a job's next task is queued on its worker already: the wait costs no core).
@@ -186,7 +187,7 @@ class Sweep:
         finished ones are kept. Afterwards ``self.stats`` holds ``wall_s``, ``points_run``
         and ``store_s`` (time spent writing results), and ``kept`` and ``new`` when the space
         grew (values, points or ``n`` added: the points already run are kept, see
-        :mod:`sweep.growth`). An output made by a different space or
+        :mod:`sweep.store.growth`). An output made by a different space or
         from other inputs (fixed parameters, job source, child settings) is refused with the
         differences (:class:`~sweep.store.StoreMismatch`) unless ``force`` (start over) or, for
         other inputs, ``keep_done`` (keep the done points, run the rest with the new inputs).
@@ -211,7 +212,7 @@ class Sweep:
         self._check_thread_headroom(client)
         self._check_environment()
         self._child_config = plan.child_config(self.recipe)  # checks the compile cache (warns once)
-        if self.loaded.search is not None and not force and (self.output / "zarr.json").exists():
+        if self.loaded.search is not None and not force and is_store(self.output):
             search.check_journal(self.output)  # before the store grows or a cluster starts
         return self._run_with_store(client, force, keep_done, only_failed, progress, on_start)
 
@@ -249,7 +250,7 @@ class Sweep:
         by another process: only then is a cluster started before the store is known to have
         work (a new store always has), and a refused store costs a local cluster's start."""
         out = Path(self.output)
-        new = force or not (out / "zarr.json").exists()
+        new = force or not is_store(out)
         return self.recipe.cluster.kind == "local" and new and not (out.exists() and locked(out))
 
     def _open_beside_cluster(

@@ -26,9 +26,9 @@ from typing import Any
 from distributed import Client, Future
 
 from sweep import plan
-from sweep.plan import PointTask
 from sweep.pool import run_points
 from sweep.protocol import PointRecord
+from sweep.task import PointTask
 
 MIN_IN_FLIGHT = 16
 IN_FLIGHT_PER_SLOT = 4

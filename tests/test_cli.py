@@ -50,7 +50,7 @@ def test_verbose_logs_what_the_workers_do_with_children(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert loud.returncode == 0, loud.stderr
-    assert "sweep.child INFO" in loud.stderr and "spawned child pid" in loud.stderr, loud.stderr
+    assert "sweep.capped INFO" in loud.stderr and "spawned child pid" in loud.stderr, loud.stderr
 
 
 def test_every_sweep_error_exits_2_with_one_line(tmp_path, capsys):

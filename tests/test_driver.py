@@ -195,7 +195,7 @@ def test_cancel_in_a_runs_first_seconds_stops_that_run_and_never_signals_a_stale
 def test_a_starting_run_is_not_reported_with_a_previous_runs_points(tmp_path):
     """`status` and `logs --follow` read the state file only when it names the lock holder."""
     from sweep.driver import DriverState, Starting, running
-    from sweep.storelock import StoreLock
+    from sweep.store.lock import StoreLock
 
     path = recipe(tmp_path, "held", points=1, seconds=0.0)
     out = tmp_path / "results" / "held.zarr"

@@ -113,7 +113,7 @@ WRITER = textwrap.dedent(
     import sys, numpy as np
     from sweep.recipe import Recipe
     from sweep.store import Store
-    from sweep.outputs import Output
+    from sweep.child.outputs import Output
     from sweep.protocol import PointRecord
     out, jobs = sys.argv[1], sys.argv[2]
     space = {"zip": {"x": list(map(float, range(400)))}}
@@ -288,7 +288,7 @@ def bootstrap_pids() -> set[int]:
     return {
         p.pid
         for p in psutil.process_iter(["cmdline"])
-        if "sweep._bootstrap" in " ".join(p.info["cmdline"] or [])
+        if "sweep.child.bootstrap" in " ".join(p.info["cmdline"] or [])
     }
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sweep.child import ChildConfig
+from sweep.capped import ChildConfig
 from sweep.job import parse_job
 from sweep.pool import CorePool
 from tests.conftest import job

@@ -96,7 +96,7 @@ def test_two_sweeps_at_once_on_one_host_never_share_a_core(tmp_path):
 
 
 def test_leases_wait_instead_of_doubling_up(tmp_path, monkeypatch):
-    from sweep.child import ChildConfig
+    from sweep.capped import ChildConfig
     from sweep.pool import CorePool
 
     monkeypatch.setenv("SWEEP_LEASE_DIR", str(tmp_path))

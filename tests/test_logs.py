@@ -8,7 +8,7 @@ import yaml
 
 from sweep import Sweep, open_results
 from sweep.cli import main
-from sweep.storelock import locked
+from sweep.store.lock import locked
 from tests.conftest import JOBS, ROOT
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from sweep import Sweep, unpadded
-from sweep.child import Child, ChildConfig, Limits, thread_budget
+from sweep.capped import Child, ChildConfig, Limits, thread_budget
 from sweep.job import parse_job
 from tests.conftest import ROOT
 

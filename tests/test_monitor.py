@@ -96,6 +96,6 @@ def test_dashboard_sweep_page_serves_live_point_states(client, tmp_path):
 
 def test_sweep_report_is_the_function_whatever_was_imported_first():
     import sweep
-    import sweep.reporting
+    import sweep.child.reporting
 
-    assert sweep.report is sweep.reporting.report
+    assert sweep.report is sweep.child.reporting.report

@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 
 from sweep import Sweep
-from sweep.child import Child, ChildConfig, Limits
+from sweep.capped import Child, ChildConfig, Limits
 from sweep.job import parse_job
 from tests.conftest import ROOT
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sweep import Sweep
-from sweep.child import ChildConfig
+from sweep.capped import ChildConfig
 from sweep.cluster import local_cores
 from sweep.pool import CorePool
 from tests.conftest import job

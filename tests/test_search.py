@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from sweep import Pruned, RecipeError, Sweep, open_results
-from sweep.child import Child
+from sweep.capped import Child
 from sweep.job import parse_job
-from sweep.search import PRUNER_OPTIONS, PRUNERS, SAMPLERS, SearchStopped, journal_path
+from sweep.search import SearchStopped, journal_path
+from sweep.searchspec import PRUNER_OPTIONS, PRUNERS, SAMPLERS
 from sweep.store import StoreMismatch
 from tests.conftest import JOBS, ROOT
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from sweep.child import Child, ChildConfig, Limits
+from sweep.capped import Child, ChildConfig, Limits
 from sweep.job import parse_job
 from tests.conftest import job
 

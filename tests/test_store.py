@@ -11,7 +11,7 @@ from sweep import Sweep, open_results
 from sweep.protocol import PointRecord
 from sweep.recipe import Recipe
 from sweep.store import RECORD_VARS, Store, StoreMismatch
-from sweep.storelock import StoreLocked
+from sweep.store.lock import StoreLocked
 from tests.conftest import job
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -92,7 +92,7 @@ def test_outputs_whose_shape_follows_a_parameter_are_kept_padded(out):
     """Found (issue 27): sweeping a design's size failed every point after the first shape with
     "outputs must keep their shape across points"."""
     from sweep import unpadded
-    from sweep.outputs import Output
+    from sweep.child.outputs import Output
 
     with Store.open(out, loaded(out)) as store:
         first = PointRecord((0, 0), status="done", outputs={"v": Output(np.arange(3.0), ("k",))})

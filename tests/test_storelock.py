@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from sweep import storelock
 from sweep.errors import SweepWarning
-from sweep.storelock import HELD_NAME, StoreLock, StoreLocked, locked
+from sweep.store import lock as storelock
+from sweep.store.lock import HELD_NAME, StoreLock, StoreLocked, locked
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The parent's handle on a thread-capped child: its environment, its start, and the watch.
 
-A :class:`Child` is a fresh ``python -m sweep._bootstrap`` process (spawned with
+A :class:`Child` is a fresh ``python -m sweep.child.bootstrap`` process (spawned with
 ``subprocess``, never forked from a process that may hold jax) pinned to a set of cores
 before it imports anything but the standard library. With capping on (the default) its
 environment says, for a lease of ``k`` cores:
@@ -26,7 +26,7 @@ with psutil (threads, RSS) and kills the whole tree on a timeout, a memory limit
 (no CPU time used by the tree for ``resources.stall``: the stacks of the child's Python
 threads are dumped into its output first, through ``faulthandler`` on SIGUSR1) or, when
 asked, a thread budget overflow. What it saw becomes a :class:`~sweep.protocol.PointRecord`.
-The child's side is :mod:`sweep._bootstrap` (pinning) and :mod:`sweep._child_loop`
+The child's side is :mod:`sweep.child.bootstrap` (pinning) and :mod:`sweep.child.loop`
 (serving). The thread figures are measured in ``docs/threads.md``."""
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ class Child:
         req_r, self._req_w = os.pipe()
         self._rep_r, rep_w = os.pipe()
         pin = ",".join(map(str, self.cores)) if config.cap else ""
-        args = [sys.executable, "-m", "sweep._bootstrap", pin, str(req_r), str(rep_w), str(os.getpid())]
+        args = [sys.executable, "-m", "sweep.child.bootstrap", pin, str(req_r), str(rep_w), str(os.getpid())]
         try:
             self.proc = self._spawn(args, (req_r, rep_w), spawn_config.environ(self.cores))
         finally:

@@ -31,16 +31,15 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from sweep import _compat, growth, inputs, integrity, provenance
-from sweep.driver import LOG_NAME, STATE_NAME
+from sweep import _compat, inputs, provenance
 from sweep.errors import SweepError
 from sweep.protocol import FINISHED, NOT_DONE, PointRecord, StoppedAttempt, stored_fields
-from sweep.storelock import HELD_NAME, LOCK_NAME, StoreLock, locked
+from sweep.store import growth, integrity, layout
+from sweep.store.layout import LOGS, METADATA, NOT_DATA
+from sweep.store.lock import StoreLock, locked
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # files in the store that are not its data: kept when it is cleared or rebuilt
-LOGS = "logs"  # what each attempt of each point printed: logs/<point_id>/<attempt>.txt
-NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME, LOGS)  # kept through a rebuild
 log = logging.getLogger(__name__)
 # zarr's I/O thread pool is capped and fills up while the store is opened, before any job
 # runs: once uncapped jobs have used up the user's `ulimit -u`, the client could not start
@@ -103,7 +102,7 @@ class Store:
         self.shape: tuple[int, ...] = self.group["status"].shape
         # an output whose variable is gone is created again by the next point that returns it
         self.outputs: dict[str, list[str]] = {
-            name: dims for name, dims in _outputs(self.group).items() if (path / name / "zarr.json").exists()
+            name: dims for name, dims in _outputs(self.group).items() if (path / name / METADATA).exists()
         }
         self._coords: dict[str, np.ndarray | None] = {}
         self.growth: growth.Growth | None = None  # set when open() grew the store to a new space
@@ -123,7 +122,7 @@ class Store:
 
         A store made for a smaller space of the same kind and dims (grid values, list points
         or random ``n`` added) is grown in place: its points are kept, matched by parameter
-        values, and the new ones added as ``pending`` (:mod:`sweep.growth`; ``store.growth``
+        values, and the new ones added as ``pending`` (:mod:`sweep.store.growth`; ``store.growth``
         says how many of each). A space that would drop points that ran, or from other inputs
         (fixed parameters, job source and the files it imports, child settings, inherited
         environment: :mod:`sweep.inputs`) than any done point ran with, raises
@@ -144,14 +143,14 @@ class Store:
             has_data = any(e.name not in NOT_DATA for e in path.iterdir())
             if has_data and force:
                 _clear(path)  # start over in place, whatever the store held
-            elif has_data and not (path / "zarr.json").exists():
+            elif has_data and not (path / METADATA).exists():
                 raise integrity.StoreDamaged(
                     f"{path} holds parts of a store but no {path / 'zarr.json'} (a store moved or deleted "
                     "while a sweep wrote it?); restore it, or run with --force (or another --output) to "
                     "start over"
                 )
             now = inputs.of(loaded)  # reads and hashes the job's source: once per open
-            if (path / "zarr.json").exists():
+            if (path / METADATA).exists():
                 attrs = _read_attrs(path)
                 ran = inputs_ran(path)
                 now = inputs.of(loaded, {f for _, i in ran for f in i.sources})
@@ -160,7 +159,7 @@ class Store:
                 changes = _changed_inputs(path, ran, now, keep_done=keep_done)
                 if grown is not None:
                     _grow(path, loaded, fingerprint, grown)
-            created = not (path / "zarr.json").exists()
+            created = not (path / METADATA).exists()
             if created:
                 _create(path, loaded, fingerprint)
             else:
@@ -207,7 +206,7 @@ class Store:
         ``only_failed``, only the failed, timed-out and killed ones.
 
         Done points whose stored outputs are missing or unreadable are set back to
-        ``pending`` first (see :mod:`sweep.integrity`), so they are among them (unless
+        ``pending`` first (see :mod:`sweep.store.integrity`), so they are among them (unless
         ``only_failed``).
         """
         statuses = self.statuses()
@@ -379,7 +378,7 @@ class Store:
     def _array(self, name: str) -> Any:
         """Variable ``name``'s zarr array, set to write every chunk, even one that holds only the
         fill value: a done point's chunk is then always on disk, and a missing one means lost
-        data (:func:`sweep.integrity.lost_points`), never a NaN result."""
+        data (:func:`sweep.store.integrity.lost_points`), never a NaN result."""
         import zarr
 
         array = self._arrays.get(name)
@@ -572,7 +571,7 @@ def _changed_inputs(
 
 def _read_attrs(path: Path) -> dict[str, Any]:
     try:
-        return dict(json.loads((path / "zarr.json").read_text()).get("attributes", {}))
+        return dict(json.loads((path / METADATA).read_text()).get("attributes", {}))
     except json.JSONDecodeError:
         integrity.check_metadata(path)
         raise
@@ -627,7 +626,7 @@ def _settings_changed(attrs: Mapping[str, Any], space: Any) -> str:
 def _grow(path: Path, loaded: Any, fingerprint: str, g: growth.Growth) -> None:
     """Rebuild the store at ``path`` for ``loaded``'s space with the points ``g`` keeps."""
     old = _open_group(path, "r")
-    outputs = {n: d for n, d in _outputs(old).items() if (path / n / "zarr.json").exists()}
+    outputs = {n: d for n, d in _outputs(old).items() if (path / n / METADATA).exists()}
     staging = _staging(path)
     try:
         _build(staging, loaded, fingerprint)
@@ -661,18 +660,14 @@ def _grow(path: Path, loaded: Any, fingerprint: str, g: growth.Growth) -> None:
 def _clean_staging(path: Path) -> None:
     """Remove what a rebuild of the store at ``path`` that was killed left beside it (called
     under the store's lock: no rebuild of it runs)."""
-    for staging in path.parent.glob(f".{path.name}.creating-*"):
+    for staging in layout.stagings(path):
         shutil.rmtree(staging, ignore_errors=True)
 
 
 def _staging(path: Path) -> Path:
-    staging = path.parent / f".{path.name}.creating-{os.getpid()}"
+    staging = layout.staging(path)
     shutil.rmtree(staging, ignore_errors=True)
     return staging
-
-
-def _backup(path: Path) -> Path:
-    return path.parent / f".{path.name}.replaced"
 
 
 def _swap_in(path: Path, staging: Path) -> None:
@@ -680,33 +675,33 @@ def _swap_in(path: Path, staging: Path) -> None:
     aside with its ``zarr.json`` first, the new one moved in with its ``zarr.json`` last, so a
     reader sees the old store, no store or the new one, and :func:`_finish_swap` puts the old
     one back if this is cut short."""
-    backup = _backup(path)
-    if (path / "zarr.json").exists():
+    backup = layout.backup(path)
+    if (path / METADATA).exists():
         backup.mkdir()
-        os.replace(path / "zarr.json", backup / "zarr.json")
+        os.replace(path / METADATA, backup / METADATA)
         for entry in path.iterdir():
             if entry.name not in NOT_DATA:
                 os.replace(entry, backup / entry.name)
     for entry in staging.iterdir():
-        if entry.name != "zarr.json":
+        if entry.name != METADATA:
             os.replace(entry, path / entry.name)
-    os.replace(staging / "zarr.json", path / "zarr.json")
+    os.replace(staging / METADATA, path / METADATA)
     shutil.rmtree(backup, ignore_errors=True)
 
 
 def _finish_swap(path: Path) -> None:
     """After a :func:`_swap_in` that was cut short: keep the new store if it is whole, else
     put the old one back."""
-    backup = _backup(path)
+    backup = layout.backup(path)
     if not backup.exists():
         return
-    if not (path / "zarr.json").exists() and (backup / "zarr.json").exists():
+    if not (path / METADATA).exists() and (backup / METADATA).exists():
         log.warning("%s: a store rebuild was cut short; the store before it is put back", path)
         _clear(path)
         for entry in backup.iterdir():
-            if entry.name != "zarr.json":
+            if entry.name != METADATA:
                 os.replace(entry, path / entry.name)
-        os.replace(backup / "zarr.json", path / "zarr.json")
+        os.replace(backup / METADATA, path / METADATA)
     shutil.rmtree(backup, ignore_errors=True)
 
 

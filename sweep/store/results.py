@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from sweep.integrity import check_metadata, check_store
+from sweep.store.integrity import check_metadata, check_store
+from sweep.store.layout import is_store
 
 
 def report_history(ds: Any) -> Any:
@@ -60,7 +61,7 @@ def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:
     import xarray as xr
 
     path = Path(path)
-    if not (path / "zarr.json").exists():
+    if not is_store(path):
         raise FileNotFoundError(f"{path} is not a sweep result store (no zarr.json)")
     check_store(path)
     try:

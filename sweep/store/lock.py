@@ -20,9 +20,8 @@ import warnings
 from pathlib import Path
 
 from sweep.errors import SweepError, SweepWarning
+from sweep.store.layout import HELD_NAME, LOCK_NAME
 
-LOCK_NAME = ".sweep.lock"
-HELD_NAME = ".sweep.lock.held"
 NO_FLOCK = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP)
 
 

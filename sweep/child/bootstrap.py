@@ -1,4 +1,4 @@
-"""Entry point of a capped child process: ``python -m sweep._bootstrap CORES FD_IN FD_OUT PPID``.
+"""Entry point of a capped child process: ``python -m sweep.child.bootstrap CORES FD_IN FD_OUT PPID``.
 
 The first thing this module does, before any third-party import, is pin the process to CORES
 (``os.sched_setaffinity``) so that every thread pool numpy, OpenBLAS and XLA size from the
@@ -35,7 +35,7 @@ def _die_with_parent(ppid: int) -> None:
 def _adopt_orphans() -> None:
     """Become a subreaper (``PR_SET_CHILD_SUBREAPER``): processes a job starts that lose their
     parent (double forks, ``setsid`` daemons) become this process's children, so they can be
-    ended with the job (:func:`sweep._child_loop.end_leftovers`) instead of escaping to init."""
+    ended with the job (:func:`sweep.child.loop.end_leftovers`) instead of escaping to init."""
     import ctypes
 
     try:
@@ -55,9 +55,9 @@ def main(argv: list[str]) -> int:
     preloaded = sorted(m for m in ("numpy", "jax", "jaxlib") if m in sys.modules)
     if preloaded:
         print(f"sweep: {preloaded} imported before pinning (a .pth file?)", file=sys.stderr)
-    from sweep import _child_loop  # stdlib-only at import; numpy loads lazily per job
+    from sweep.child import loop  # stdlib-only at import; numpy loads lazily per job
 
-    return _child_loop.serve(int(fd_in), int(fd_out))
+    return loop.serve(int(fd_in), int(fd_out))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ _BY_JOB: dict[object, set[str]] = {}  # a job's key -> the user files it brought
 def _excluded_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     roots = {paths[k] for k in ("stdlib", "platstdlib") if k in paths}
-    roots.add(os.path.dirname(os.path.abspath(__file__)))  # sweep itself
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # sweep itself
     return tuple(os.path.join(os.path.realpath(r), "") for r in roots)
 
 

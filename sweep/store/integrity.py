@@ -10,7 +10,7 @@ Rules (README, "The result dataset"):
   otherwise its point is ``failed`` with the reason and none of its outputs are written.
 * Its shape may differ along a dim that has no coordinate and no other output uses: the
   variable then grows to the largest size seen, smaller values are padded with NaN, and each
-  point's own shape is kept (the ``shapes`` variable; :func:`sweep.results.unpadded`).
+  point's own shape is kept (the ``shapes`` variable; :func:`sweep.store.results.unpadded`).
 * On resume, every done point's output chunks must exist and decode; the points of a chunk
   (or of a variable) that is missing or unreadable are not done, and run again.
 """
@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from sweep import _compat
+from sweep.child.outputs import Output
 from sweep.errors import SweepError
-from sweep.outputs import Output
+from sweep.store.layout import LOGS, METADATA
 
 
 class StoreDamaged(SweepError, RuntimeError):
@@ -123,7 +124,7 @@ def lost_points(
         claims = done if returned is None else done & _returns(returned, name)
         if not claims.any():
             continue
-        if not (path / name / "zarr.json").exists():
+        if not (path / name / METADATA).exists():
             lost |= claims
             continue
         array = group[name]
@@ -159,10 +160,10 @@ def check_store(path: Path) -> None:
     """Raise StoreDamaged naming the file when the store's group metadata or any of its
     variables' metadata is missing or not valid JSON (one level deep: each variable's
     ``zarr.json``; chunk folders are not walked)."""
-    _check_json(path / "zarr.json")
+    _check_json(path / METADATA)
     for entry in sorted(path.iterdir()):
-        if entry.is_dir() and not entry.name.startswith(".") and entry.name != "logs":
-            _check_json(entry / "zarr.json")
+        if entry.is_dir() and not entry.name.startswith(".") and entry.name != LOGS:
+            _check_json(entry / METADATA)
     for name in REQUIRED:
         if not (path / name).is_dir():
             raise StoreDamaged(
@@ -188,6 +189,6 @@ def _check_json(meta: Path) -> None:
 
 def check_metadata(path: Path) -> None:
     """Raise StoreDamaged naming the first metadata file under ``path`` that isn't valid JSON."""
-    for meta in sorted(path.rglob("zarr.json")):
+    for meta in sorted(path.rglob(METADATA)):
         if meta.exists():
             _check_json(meta)

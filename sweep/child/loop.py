@@ -1,7 +1,7 @@
 """The child's side of the protocol: serve :class:`~sweep.protocol.RunJob` requests one at a
 time until :class:`~sweep.protocol.Exit` or until the parent closes the pipe.
 
-Runs in the capped child after :mod:`sweep._bootstrap` has pinned it. Standard library only
+Runs in the capped child after :mod:`sweep.child.bootstrap` has pinned it. Standard library only
 at import; numpy loads lazily, per job, only if a job's outputs need it. The job's own stdout
 and stderr go to the child's log file, never to these pipes, so a ``print`` in a job can't
 break the protocol.
@@ -19,11 +19,22 @@ import sys
 import time
 import traceback
 
-from sweep import isolation, sources
-from sweep.protocol import Exit, JobDone, JobFailed, Metrics, Prune, Ready, Report, RunJob, receive, send
-from sweep.reporting import Pruned
+from sweep.child import isolation, sources
+from sweep.protocol import (
+    Exit,
+    JobDone,
+    JobFailed,
+    Metrics,
+    Prune,
+    Pruned,
+    Ready,
+    Report,
+    RunJob,
+    receive,
+    send,
+)
 
-STACKS_SIGNAL = signal.SIGUSR1  # = sweep.child.STACKS_SIGNAL (not imported: psutil)
+STACKS_SIGNAL = signal.SIGUSR1  # = sweep.capped.STACKS_SIGNAL (not imported: psutil)
 _report_fd: int | None = None  # where sweep.report() writes while this child serves
 _request_fd: int | None = None  # where a Prune for the running job arrives
 _job = 0  # the number of the job running (1 = this child's first)
@@ -105,7 +116,7 @@ def _has_children() -> bool:
 def end_leftovers() -> int:
     """SIGKILL and reap every process the last job left running; returns how many.
 
-    The child is a subreaper (:mod:`sweep._bootstrap`), so whatever the job started, daemons
+    The child is a subreaper (:mod:`sweep.child.bootstrap`), so whatever the job started, daemons
     in their own session included, is a child of this process, or becomes one when its own
     parent is killed here.
     """
@@ -132,7 +143,7 @@ def end_leftovers() -> int:
 
 def run_one(request: RunJob) -> JobDone | JobFailed:
     """Run one job in this process; a JobDone, or a JobFailed with the traceback."""
-    from sweep.outputs import normalize_outputs
+    from sweep.child.outputs import normalize_outputs
 
     global _job, _pruned
     _job, _pruned = _job + 1, False

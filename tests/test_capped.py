@@ -6,7 +6,7 @@ import sys
 import psutil
 import pytest
 
-from sweep.child import Child, ChildConfig, Limits, thread_budget
+from sweep.capped import Child, ChildConfig, Limits, thread_budget
 from sweep.job import parse_job
 from tests.conftest import job
 
@@ -53,7 +53,7 @@ def test_child_is_pinned_to_its_lease_and_sees_capped_env(child):
 
 def test_child_is_spawned_not_forked(child):
     # A forked child would share the parent's command line; a spawned one runs the bootstrap.
-    assert psutil.Process(child.pid).cmdline()[1:3] == ["-m", "sweep._bootstrap"]
+    assert psutil.Process(child.pid).cmdline()[1:3] == ["-m", "sweep.child.bootstrap"]
     assert psutil.Process(child.pid).ppid() == os.getpid()
 
 
@@ -153,16 +153,29 @@ def test_memory_limit_kills_the_child(tmp_path, child):
     assert not child.alive()
 
 
-def test_bootstrap_imports_no_numpy_before_pinning():
-    code = (
-        "import sys; import sweep, sweep._bootstrap, sweep._child_loop, sweep.protocol, sweep.outputs; "
-        "import sweep.job, sweep.reporting, sweep.errors; "
-        "print(sorted(m for m in ('numpy', 'jax', 'psutil', 'distributed') if m in sys.modules))"
-    )
+BLOCKER = """
+import importlib.abc, pkgutil, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("numpy", "jax", "jaxlib", "pydantic", "psutil", "distributed", "scipy"):
+            raise ImportError(f"{name} imported by the child's code before pinning")
+sys.meta_path.insert(0, Block())
+import sweep.child
+names = [m.name for m in pkgutil.iter_modules(sweep.child.__path__, "sweep.child.")]
+for name in names + ["sweep", "sweep.protocol", "sweep.job", "sweep.errors"]:
+    __import__(name)
+print(sorted(names))
+"""
+
+
+def test_every_module_of_the_child_package_imports_with_third_party_libraries_blocked():
+    """The child pins itself before numpy/BLAS/JAX load: what it imports above that point,
+    the whole ``sweep.child`` package, must be standard library only."""
     import subprocess
 
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    out = subprocess.run([sys.executable, "-c", BLOCKER], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "sweep.child.bootstrap" in out.stdout and "sweep.child.loop" in out.stdout
 
 
 def test_a_job_returning_python_numbers_never_loads_numpy_in_the_child(child):

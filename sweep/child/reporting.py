@@ -18,15 +18,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sweep.protocol import Pruned
 
-class Pruned(Exception):
-    """Raised by :func:`report` in a trial the search's pruner stopped."""
+__all__ = ["Pruned", "report"]
 
 
 def report(step: int | None = None, **values: Any) -> None:
     """Report named scalar values (floats, or anything ``float()`` takes) at ``step``;
     raises :class:`Pruned` when the search has pruned this trial."""
-    from sweep import _child_loop
+    from sweep.child import loop
     from sweep.protocol import Report
 
     clean: dict[str, float] = {}
@@ -35,4 +35,4 @@ def report(step: int | None = None, **values: Any) -> None:
             clean[name] = float(value)
         except (TypeError, ValueError):
             raise TypeError(f"sweep.report({name}=...) takes numbers, got {type(value).__name__}") from None
-    _child_loop.report(Report(clean, None if step is None else int(step), time.time()))
+    loop.report(Report(clean, None if step is None else int(step), time.time()))

@@ -1,0 +1,63 @@
+"""The single-writer result store: one zarr group per sweep, written point by point.
+
+- :mod:`~sweep.store.layout`: every file a store folder holds, named once.
+- :mod:`~sweep.store.zarrstore`: :class:`Store`: create, open (resume, fingerprint and inputs
+  checks, growth), point-wise writes with ``status`` last, how the last run ended.
+- :mod:`~sweep.store.lock`: the store's one writer (``flock``, or a held file).
+- :mod:`~sweep.store.writer`: finished points batched into the store.
+- :mod:`~sweep.store.growth`: a store grown to a changed space.
+- :mod:`~sweep.store.integrity`: outputs that fit, points whose data is lost, damaged metadata.
+- :mod:`~sweep.store.results`: reading a store (:func:`sweep.open_results`).
+
+The names below load on first use, so ``import sweep.store`` (and its layout) costs no numpy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sweep.store.layout import LOGS
+    from sweep.store.zarrstore import (
+        RECORD_VARS,
+        TIME_FORMAT,
+        Store,
+        StoreFull,
+        StoreGone,
+        StoreMismatch,
+        inputs_ran,
+        last_run,
+        lost_points,
+    )
+
+_LAZY = {
+    "LOGS": "sweep.store.layout",
+    **dict.fromkeys(
+        ["RECORD_VARS", "TIME_FORMAT", "Store", "StoreFull", "StoreGone", "StoreMismatch", "inputs_ran",
+         "last_run", "lost_points"],
+        "sweep.store.zarrstore",
+    ),
+}  # fmt: skip
+
+__all__ = [
+    "LOGS",
+    "RECORD_VARS",
+    "TIME_FORMAT",
+    "Store",
+    "StoreFull",
+    "StoreGone",
+    "StoreMismatch",
+    "inputs_ran",
+    "last_run",
+    "lost_points",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'sweep.store' has no attribute {name!r}")

@@ -1,0 +1,50 @@
+"""Every file a sweep's store folder holds, named once.
+
+A store is a folder, ``OUTPUT`` in a recipe::
+
+    OUTPUT/
+      zarr.json               the zarr group's metadata (METADATA); present = a store
+      <variable>/zarr.json    each variable's metadata, then its chunks
+      .sweep.lock             the single writer's lock (LOCK_NAME; flock)
+      .sweep.lock.held        the holder, where the file system has no flock (HELD_NAME)
+      .sweep-driver.json      the running driver: pid, host, start, exit code (STATE_NAME)
+      .sweep-driver.log       a detached driver's output (LOG_NAME)
+      logs/<point>/<n>.txt    what attempt n of each point printed (LOGS)
+
+and beside it, only while a rebuild for a grown space runs or was cut short,
+``.OUTPUT.creating-<pid>`` (:func:`staging`) and ``.OUTPUT.replaced`` (:func:`backup`).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+METADATA = "zarr.json"
+LOCK_NAME = ".sweep.lock"
+HELD_NAME = ".sweep.lock.held"
+STATE_NAME = ".sweep-driver.json"
+LOG_NAME = ".sweep-driver.log"
+LOGS = "logs"
+NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME, LOGS)  # kept through a rebuild
+
+
+def is_store(path: Path) -> bool:
+    """Whether ``path`` holds a store (its group metadata)."""
+    return (path / METADATA).exists()
+
+
+def staging(path: Path) -> Path:
+    """Where a rebuild of the store at ``path`` by this process is built."""
+    return path.parent / f".{path.name}.creating-{os.getpid()}"
+
+
+def stagings(path: Path) -> list[Path]:
+    """Every rebuild of the store at ``path`` that was started, by any process."""
+    return list(path.parent.glob(f".{path.name}.creating-*"))
+
+
+def backup(path: Path) -> Path:
+    """Where the old store is kept while a rebuilt one is swapped in."""
+    return path.parent / f".{path.name}.replaced"
