@@ -7,7 +7,8 @@ environment says, for a lease of ``k`` cores:
 
 * ``NPROC`` and ``PJRT_NPROC`` = max(2, k): sizes XLA's PjRt client and Eigen pools;
   never 1, since a job whose host callback (``jax.pure_callback``) waits on an array XLA's
-  one client thread has still to compute deadlocks (docs/threads.md, "Host callbacks");
+  one client thread has still to compute deadlocks (docs/threads.md, "Host callbacks need
+  two XLA client threads");
 * ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
   ``NUMEXPR_NUM_THREADS``, ``VECLIB_MAXIMUM_THREADS``, ``BLIS_NUM_THREADS`` = 1;
 * ``JAX_PLATFORMS=cpu`` unless the config names other platforms;

@@ -312,7 +312,7 @@ def _describe(source: str, err: Any) -> str:
         hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(fields)}"
         return f"{source}: {where}: unknown key; {hint}"
     if err["type"] == "missing":
-        return f"{source}: {where}: required key missing; add it (see README, 'Recipe format')"
+        return f"{source}: {where}: required key missing; add it (see docs/recipe.md)"
     got = err.get("input")
     shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"
     return f"{source}: {where}: {msg}{shown}"

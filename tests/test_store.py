@@ -1,4 +1,4 @@
-"""The result store on real zarr: layout as the README documents it, locking, resume, mismatch."""
+"""The result store on real zarr: layout as docs/results.md documents it, locking, resume, mismatch."""
 
 import json
 import re
@@ -14,12 +14,12 @@ from sweep.store import RECORD_VARS, Store, StoreMismatch
 from sweep.store.lock import StoreLocked
 from tests.conftest import job
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+RESULTS_DOC = Path(__file__).resolve().parents[1] / "docs" / "results.md"
 
 
 def documented_per_point() -> dict[str, str]:
-    """`name` -> dtype from the README's result-dataset table (rows whose dims are 'sweep')."""
-    section = README.read_text().split("<!-- dataset-table -->")[1]
+    """`name` -> dtype from the result-dataset table of docs/results.md (rows whose dims are 'sweep')."""
+    section = RESULTS_DOC.read_text().split("<!-- dataset-table -->")[1]
     rows = re.findall(r"^\| `(\w+)` \| sweep \| ([\w\[\]]+) \|", section, flags=re.M)
     return dict(rows)
 
