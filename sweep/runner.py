@@ -1,58 +1,29 @@
-"""Run a sweep: open the store, submit the points still to do, write results as they come.
-
-:class:`Sweep` is the Python API (the CLI uses it too)::
+"""The Python API: :class:`Sweep`, a sweep's definition, and :class:`SweepRun`, one run of it
+in the background (the CLI uses them too)::
 
     s = sweep.Sweep(job=optimize, params={"grid": {"beta": [2, 8], "seed": [0, 1]}})
     ds = s.run()                      # starts a local cluster, or run(client=...) on yours
     run = s.start(client=client)      # the same in the background: a SweepRun handle
 
-The client is the only writer of the store. Each point is one Dask task
-(:func:`sweep.pool.run_point`, planned by :mod:`sweep.plan`) submitted with
-``resources={"threads": k}``; its :class:`~sweep.protocol.PointRecord` comes back and is
-written by a :class:`~sweep.store.writer.ResultWriter` in the order points finish, so an
-interrupted sweep loses nothing and a rerun runs only the points not ``done``.
+A :class:`Sweep` holds the validated recipe and nothing of any run; each run is an
+:class:`~sweep.execution.Execution` (:mod:`sweep.execution`).
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
 import threading
-import time
-import uuid
-import warnings
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from distributed import Client, as_completed
+from distributed import Client
 
-from sweep import driver, events, limits, plan, provenance, search
-from sweep.capped import multipliers
-from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
-from sweep.dashboard import SweepPage
-from sweep.errors import SweepWarning
-from sweep.pool import CorePool, on_pool
-from sweep.progress import SweepProgress, summary_table
-from sweep.protocol import PointRecord, StoppedAttempt
+from sweep import plan
+from sweep.execution import Execution, RunOptions
+from sweep.progress import SweepProgress
 from sweep.recipe import LoadedRecipe, Recipe, RecipeError, load_yaml, safe_name
-from sweep.space import Trials
-from sweep.store import Store, StoreFull
-from sweep.store.layout import is_store
-from sweep.store.lock import locked
 from sweep.store.results import open_results
-from sweep.store.writer import ResultWriter
-from sweep.window import Window
-
-# The client looks for results every POLL_MIN_S while they come, backing off to POLL_MAX_S
-# when none does (a job's next task is queued on its worker already: the wait costs no core).
-POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
-RUNNING_EVERY_S = 2.0  # how often a running sweep tells `sweep status` its running points
-REFILL_EVERY_S = 2.0  # how often the window is topped up besides when points finish
-SEARCH_QUEUE = 2  # a search's trials in flight beyond the cluster's job slots
 
 
 class Sweep:
@@ -90,16 +61,7 @@ class Sweep:
 
     def _setup(self, loaded: LoadedRecipe) -> None:
         self.loaded = loaded
-        self.stats: dict[str, float] = {}
-        self.progress: SweepProgress | None = None  # the running sweep's counts
-        self._cancel = threading.Event()
-        self._fatal: str | None = None  # why the cluster can't go on (set from another thread)
-        self._store_ready = threading.Event()  # set once run() has opened the store
-        self._on_store: Callable[[], None] | None = None
-        self._search: search.Study | None = None  # a search's study while it runs
-        self._search_stopped: str | None = None  # why a search stopped early
-        self.timeline: dict[str, float] = {}  # moments of the last run(), see _mark
-        self._t0 = 0.0
+        self._last: Execution | None = None  # the newest run, see execution()
 
     @classmethod
     def from_store(cls, output: str | os.PathLike, overrides: list[str] | None = None) -> Sweep:
@@ -196,353 +158,32 @@ class Sweep:
         dashboard link there); ``on_store`` as soon as the store is open and locked by this
         process (the CLI publishes its pid there, for ``sweep cancel``). ``self.timeline`` says
         when the store was ready, the cluster up, the first point submitted and the first
-        result back (seconds since the call).
+        result back (seconds since the call). Each call is one :class:`~sweep.execution.Execution`.
         """
-        self._t0 = time.monotonic()
-        self.stats = {"points_run": 0, "store_s": 0.0}
-        self.timeline = {}
-        self._search_stopped = None
-        self._cancel = cancel or threading.Event()
-        self._on_store = on_store
-        k = self.recipe.resources.threads
-        if client is None:
-            preflight(self.recipe.cluster, k)
-        else:
-            check_fits(client, k)
-        self._check_thread_headroom(client)
-        self._check_environment()
-        self._child_config = plan.child_config(self.recipe)  # checks the compile cache (warns once)
-        if self.loaded.search is not None and not force and is_store(self.output):
-            search.check_journal(self.output)  # before the store grows or a cluster starts
-        return self._run_with_store(client, force, keep_done, only_failed, progress, on_start)
+        options = RunOptions(force, keep_done, only_failed, progress, on_start, on_store)
+        return self.execution(options, cancel).execute(client)
 
-    def _run_with_store(
-        self,
-        client: Client | None,
-        force: bool,
-        keep_done: bool,
-        only_failed: bool,
-        progress: bool,
-        on_start: Callable[[Client], None] | None,
-    ) -> Any:
-        """:meth:`run` once the checks have passed: the store, then the cluster's work.
+    def execution(self, options: RunOptions, cancel: threading.Event | None = None) -> Execution:
+        """A new run of this sweep (not started); ``stats``, ``timeline`` and ``progress``
+        follow the newest one."""
+        self._last = Execution(self, options, cancel)
+        return self._last
 
-        The store is complete before any job starts: once uncapped jobs have used up the
-        user's ``ulimit -u``, even zarr's I/O threads could not be started any more. A new
-        store on the local default is created in a thread of its own while the cluster starts
-        in this one (:meth:`_open_beside_cluster`); otherwise the store opens first, and a
-        cluster is started only if it has points left to run."""
-        if client is None and self._opens_beside_cluster(force):
-            self._open_beside_cluster(force, keep_done, only_failed, progress, on_start)
-        else:
-            if client is not None:
-                self._set_up_pool(client)
-            with self._open_store(force, keep_done) as store:
-                self._work(store, client, only_failed, progress, on_start)
-        ds = open_results(self.output)
-        self.stats["wall_s"] = time.monotonic() - self._t0
-        if progress:
-            SweepProgress(0).console.print(summary_table(ds, self.stats["wall_s"], str(self.output)))
-        return ds
+    @property
+    def stats(self) -> dict[str, float]:
+        """The last run's ``wall_s``, ``points_run``, ``store_s`` (and ``kept``/``new``)."""
+        return self._last.stats if self._last is not None else {}
 
-    def _opens_beside_cluster(self, force: bool) -> bool:
-        """Whether the store is new (or --force given), the cluster local and the store not held
-        by another process: only then is a cluster started before the store is known to have
-        work (a new store always has), and a refused store costs a local cluster's start."""
-        out = Path(self.output)
-        new = force or not is_store(out)
-        return self.recipe.cluster.kind == "local" and new and not (out.exists() and locked(out))
+    @property
+    def timeline(self) -> dict[str, float]:
+        """When the last run's store was ready, its cluster up, its first point submitted and
+        its first result back (seconds since it started)."""
+        return self._last.timeline if self._last is not None else {}
 
-    def _open_beside_cluster(
-        self,
-        force: bool,
-        keep_done: bool,
-        only_failed: bool,
-        progress: bool,
-        on_start: Callable[[Client], None] | None,
-    ) -> None:
-        """Create the store (importing xarray and dask.array, writing its skeleton) in a
-        thread while this one starts the local cluster: the two overlap, the store is ready
-        before the first point is submitted. If the store is refused, the cluster is closed
-        and the store's error raised; if the cluster fails to start, the store is closed."""
-        k = self.recipe.resources.threads
-        with ThreadPoolExecutor(1, thread_name_prefix="sweep-store") as pool:
-            opening = pool.submit(self._open_store, force, keep_done)
-            try:
-                with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
-                    self._mark("cluster")
-                    self._set_up_pool(own)
-                    with opening.result() as store:
-                        self._work(store, own, only_failed, progress, on_start)
-            finally:
-                wait([opening])
-                if opening.exception() is None:
-                    opening.result().close()  # released already unless the cluster failed
-
-    def _set_up_pool(self, client: Client) -> None:
-        """Register the core pool on ``client``'s workers and have them start warming this
-        recipe's children (``child.prewarm``): called once per run, as soon as a client is
-        there, so the children start while the store opens and the sweep is set up."""
-        level = logging.getLogger("sweep").getEffectiveLevel()
-        warm = (self.recipe.resources.threads, self._child_config, self.recipe.child.max_jobs)
-        client.register_plugin(
-            CorePool(log_level=level, warm=warm if self.recipe.child.prewarm else None), name=CorePool.name
-        )
-        if self.recipe.child.prewarm:  # a pool registered before (its children are warm, or warm now)
-            client.run(on_pool, "prewarm", *warm)
-
-    def _open_store(self, force: bool, keep_done: bool) -> Store:
-        store = Store.open(self.output, self.loaded, force=force, keep_done=keep_done)
-        if self._on_store is not None:
-            try:
-                self._on_store()
-            except BaseException:
-                store.close()
-                raise
-        self._store_ready.set()
-        self._mark("store")
-        return store
-
-    def _work(
-        self,
-        store: Store,
-        client: Client | None,
-        only_failed: bool,
-        progress: bool,
-        on_start: Callable[[Client], None] | None,
-    ) -> None:
-        """Run the store's points left to do on ``client``, or on the recipe's cluster started
-        for them (none if nothing is left); the run's end state is recorded in the store."""
-        k = self.recipe.resources.threads
-        if store.created and self.loaded.search is not None:
-            search.journal_path(self.output).unlink(missing_ok=True)  # a study of an earlier store
-        todo = store.todo(only_failed)
-        if store.growth is not None:
-            self.stats.update(kept=store.growth.kept, new=store.growth.new)
-            if progress:
-                print(f"[sweep] {self.output}: the space changed: {store.growth.summary()}", file=sys.stderr)
-        store.run_started()
-        state = "failed"
-        try:
-            if todo and client is None:
-                with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
-                    self._set_up_pool(own)
-                    self._run_on(own, store, todo, progress, on_start)
-            elif todo and client is not None:
-                self._run_on(client, store, todo, progress, on_start)
-            if self._fatal is not None:
-                raise SubmissionError(self._fatal)
-            if self._search_stopped is not None:
-                raise search.SearchStopped(self._search_stopped)
-            state = "cancelled" if self._cancel.is_set() else "finished"
-        except StoreFull as exc:
-            saved = int((store.statuses() == "done").sum())
-            raise StoreFull(f"{exc}; {saved} points saved; submit again after freeing space") from None
-        except KeyboardInterrupt:
-            state = "interrupted"
-            raise
-        finally:
-            store.run_ended(state)
-
-    def _mark(self, moment: str) -> None:
-        """Note when ``moment`` first happened, in seconds since :meth:`run` started
-        (``self.timeline``: store, cluster, first_submit, first_result)."""
-        self.timeline.setdefault(moment, time.monotonic() - self._t0)
-
-    def _stop_for(self, reason: str) -> None:
-        """Stop the sweep because the cluster can't go on (called from the cluster's threads)."""
-        self._fatal = reason
-        self._cancel.set()
-
-    def _check_thread_headroom(self, client: Client | None) -> None:
-        """Refuse (HeadroomError) a local plan that can't fit under ``ulimit -u``; warn if tight."""
-        c = self.recipe.child
-        if not c.preflight or (client is None and self.recipe.cluster.kind != "local"):
-            return
-        if client is None:
-            cores = self.recipe.cluster.threads or local_cores()
-        else:
-            workers = client.scheduler_info()["workers"].values()
-            cores = int(max((w["resources"].get("threads", 0) for w in workers), default=0))
-        if not cores:
-            return
-        p = limits.plan(cores, self.recipe.resources.threads, c.cap, self.thread_budget)
-        warning = limits.check_headroom(p)
-        if warning:
-            warnings.warn(warning, SweepWarning, stacklevel=3)
-
-    def _check_environment(self) -> None:
-        """Warn once about settings of this shell that the children will not inherit."""
-        mine = dict(self.recipe.child.env)
-        dropped = [
-            m for m in multipliers(os.environ) if m.split("=")[0] not in mine and "XLA_FLAGS" not in mine
-        ]
-        if dropped:
-            warnings.warn(
-                f"not passing {dropped} from your environment to the jobs: each extra XLA CPU device "
-                "brings its own threads and breaks the thread budget. Set it in child.env to mean it",
-                SweepWarning,
-                stacklevel=3,
-            )
-
-    def _run_on(
-        self,
-        client: Client,
-        store: Store,
-        todo: set[tuple[int, ...]],
-        progress: bool,
-        on_start: Callable[[Client], None] | None,
-    ) -> None:
-        self._mark("cluster")
-        config = self._child_config
-        client.register_plugin(SweepPage(), name=SweepPage.name)
-        if on_start is not None:
-            on_start(client)
-        workers = dict(client.run(provenance.host_versions).values())
-        store.set_attrs(sweep_provenance=provenance.record(self.loaded, workers))
-        topic = events.topic(self.loaded.name)
-        client.log_event(topic, events.to_msg(plan.announcement(self.loaded, todo)))
-        total = len(self.loaded.space)
-        token = uuid.uuid4().hex[:6]
-        study = self._study()
-        with SweepProgress(total, total - len(todo), enabled=progress) as bar:
-            self.progress = bar
-
-            def on_event(message: Any) -> None:
-                event = events.from_msg(message[1])
-                bar.on_event(event)
-                if study is not None and isinstance(event, events.PointReported):
-                    study.heard(event.index, event.step, event.values)
-
-            client.subscribe_topic(topic, on_event)
-            threads = self.recipe.resources.threads
-            if study is None:
-                tasks = plan.tasks(self.loaded, todo, run=token, config=config)
-                window = Window(client, tasks, len(todo), self.loaded.space.names, token, threads=threads)
-            else:
-                for told in study.history():
-                    client.log_event(topic, events.to_msg(told))
-
-                def asked(slot: tuple[int, ...], params: dict[str, Any]) -> None:
-                    store.set_params(slot, params)
-                    client.log_event(topic, events.to_msg(events.TrialTold(slot, params, "running")))
-
-                tasks = study.tasks(todo, plan.task_maker(self.loaded, token, config), asked)
-                window = Window(
-                    client,
-                    tasks,
-                    len(todo),
-                    self.loaded.space.names,
-                    token,
-                    threads=threads,
-                    queue=SEARCH_QUEUE,
-                )
-            driver.publish(self.output, run=token)
-            try:
-                self._collect(client, window, ResultWriter(store, bar.points_written))
-            finally:
-                client.unsubscribe_topic(topic)
-
-    def _study(self) -> search.Study | None:
-        """The search's study (resumed from its journal), for a search; None otherwise."""
-        spec = self.loaded.search
-        if spec is None:
-            return None
-        space = cast(Trials, self.loaded.space)
-        self._search = search.Study(spec, space.axes, self.output, self.loaded.name)
-        return self._search
-
-    def _told(self, client: Client, records: list[PointRecord]) -> list[PointRecord]:
-        """Tell the study how its trials ended; a trial without its objective fails, and when no
-        trial has given one yet the sweep stops (its objective is likely misnamed)."""
-        study = self._search
-        if study is None:
-            return records
-        out = []
-        for r in records:
-            try:
-                told = study.tell(r.index, r.status, r.outputs, r.reports)
-                if told is not None:
-                    client.log_event(events.topic(self.loaded.name), events.to_msg(told))
-            except search.ObjectiveNotFinite as exc:
-                r = replace(r, status="failed", error=str(exc))
-            except search.ObjectiveMissing as exc:
-                r = replace(r, status="failed", error=str(exc))
-                if not study.completed():
-                    self._search_stopped = f"trial {r.index[0]} failed, so the search stopped: {exc}"
-                    self._cancel.set()
-            out.append(r)
-        return out
-
-    def _prune(self, client: Client, window: Window) -> None:
-        """Tell the jobs of the trials the pruner stopped (their next report raises Pruned)."""
-        if self._search is None:
-            return
-        for slot in self._search.decide():
-            try:
-                client.run(on_pool, "prune", window.token, slot)
-            except Exception as exc:  # a worker gone meanwhile: the trial ends anyway
-                logging.getLogger(__name__).info("pruning trial %s: %s", slot, exc)
-
-    def _stop(self, client: Client, window: Window) -> list[StoppedAttempt]:
-        """Cancel what is queued and kill what runs (Dask's cancel leaves running tasks be);
-        what the killed attempts had printed."""
-        client.cancel(list(window.in_flight))
-        try:
-            replies = client.run(on_pool, "stop", window.token, self.recipe.child.log_bytes)
-        except Exception as exc:  # a worker gone meanwhile: its children went with it
-            logging.getLogger(__name__).info("stopping the run's children: %s", exc)
-            return []
-        return [a for stopped in replies.values() if stopped for a in stopped]
-
-    def _collect(self, client: Client, window: Window, writer: ResultWriter) -> None:
-        """Submit points through ``window`` and write results as they finish (batched), until
-        all are done or the sweep is cancelled."""
-        self._mark("first_submit")
-        done = as_completed(window.fill(), with_results=True, raise_errors=False)
-        published = filled = time.monotonic()
-        idle_s = POLL_MIN_S
-        try:
-            while not done.is_empty():
-                self._prune(client, window)
-                if time.monotonic() - filled >= REFILL_EVERY_S:  # workers may have joined
-                    for future in window.fill():
-                        done.add(future)
-                    filled = time.monotonic()
-                if time.monotonic() - published >= RUNNING_EVERY_S and not writer.store.intact():
-                    self._stop(client, window)
-                    writer.drop()  # nowhere to write them
-                    writer.store.check_intact()
-                if self.progress is not None and time.monotonic() - published >= RUNNING_EVERY_S:
-                    driver.publish(
-                        self.output,
-                        running=self.progress.running_points(),
-                        batch_jobs=driver.batch_jobs(client),
-                    )
-                    published = time.monotonic()
-                if self._cancel.is_set():
-                    writer.store.keep_logs(self._stop(client, window))
-                    break
-                batch = done.next_batch(block=False)
-                for future, result in batch:
-                    self._mark("first_result")
-                    writer.add(self._told(client, window.finished(future, result)))
-                if batch:
-                    for future in window.fill():
-                        done.add(future)
-                if writer.due() or done.is_empty():
-                    writer.flush()
-                elif not batch:
-                    time.sleep(idle_s)
-                # look again soon while results come, less often the longer none comes
-                idle_s = POLL_MIN_S if batch else min(POLL_MAX_S, idle_s * 1.5)
-        except BaseException:
-            client.cancel(list(window.in_flight))
-            raise
-        finally:
-            writer.flush()
-            self.stats["store_s"] += writer.store_s
-            self.stats["points_run"] += writer.points
+    @property
+    def progress(self) -> SweepProgress | None:
+        """The running (or last) run's counts."""
+        return self._last.progress if self._last is not None else None
 
 
 class SweepRun:
@@ -555,14 +196,15 @@ class SweepRun:
         self.sweep = sweep
         self._result: Any = None
         self._error: BaseException | None = None
-        self._cancel = threading.Event()
-        kwargs = {**kwargs, "cancel": self._cancel}
-        self._thread = threading.Thread(target=self._main, args=(client, kwargs), daemon=True)
+        options = dict(kwargs)
+        cancel = options.pop("cancel", None)
+        self._execution = sweep.execution(RunOptions(**options), cancel)
+        self._thread = threading.Thread(target=self._main, args=(client,), daemon=True)
         self._thread.start()
 
-    def _main(self, client: Client | None, kwargs: dict[str, Any]) -> None:
+    def _main(self, client: Client | None) -> None:
         try:
-            self._result = self.sweep.run(client, **kwargs)
+            self._result = self._execution.execute(client)
         except BaseException as exc:  # handed to wait()
             self._error = exc
 
@@ -572,7 +214,7 @@ class SweepRun:
     def progress(self) -> dict[str, Any]:
         """Counts by state (done, failed, running, pending, total) and each running point's
         latest :func:`sweep.report` values, keyed by point index."""
-        bar = self.sweep.progress
+        bar = self._execution.progress
         if bar is None:
             return {
                 "total": len(self.sweep),
@@ -587,12 +229,12 @@ class SweepRun:
     def results(self, timeout: float = 60.0) -> Any:
         """The dataset as stored so far (points not finished read ``pending``); waits for the
         sweep to have opened its store first."""
-        self.sweep._store_ready.wait(timeout)
+        self._execution.store_ready.wait(timeout)
         return open_results(self.sweep.output)
 
     def cancel(self) -> Any:
         """Stop submitting, cancel what is queued or running, keep what is done; returns the dataset."""
-        self._cancel.set()
+        self._execution.cancel.set()
         return self.wait()
 
     def wait(self, timeout: float | None = None) -> Any:
