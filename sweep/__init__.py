@@ -7,7 +7,9 @@ other library that sizes thread pools at import. The public names load on first 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sweep._lazy import lazy_attributes
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time the names load lazily
     from sweep.child.reporting import report
@@ -20,20 +22,23 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time the names l
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "Sweep": ("sweep.runner", "Sweep"),
-    "SweepRun": ("sweep.runner", "SweepRun"),
-    "SweepError": ("sweep.errors", "SweepError"),
-    "run": ("sweep.runner", "run"),
-    "open_results": ("sweep.store.results", "open_results"),
-    "report": ("sweep.child.reporting", "report"),
-    "Pruned": ("sweep.protocol", "Pruned"),
-    "report_history": ("sweep.store.results", "report_history"),
-    "unpadded": ("sweep.store.results", "unpadded"),
-    "Recipe": ("sweep.recipe", "Recipe"),
-    "local_cluster": ("sweep.cluster", "local_cluster"),
-    "RecipeError": ("sweep.recipe", "RecipeError"),
-}
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "Sweep": "sweep.runner",
+        "SweepRun": "sweep.runner",
+        "run": "sweep.runner",
+        "SweepError": "sweep.errors",
+        "open_results": "sweep.store.results",
+        "report_history": "sweep.store.results",
+        "unpadded": "sweep.store.results",
+        "report": "sweep.child.reporting",
+        "Pruned": "sweep.protocol",
+        "Recipe": "sweep.recipe",
+        "RecipeError": "sweep.recipe",
+        "local_cluster": "sweep.cluster",
+    },
+)
 
 __all__ = [
     "Pruned",
@@ -50,14 +55,3 @@ __all__ = [
     "run",
     "unpadded",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'sweep' has no attribute {name!r}")

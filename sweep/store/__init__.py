@@ -14,7 +14,9 @@ The names below load on first use, so ``import sweep.store`` (and its layout) co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sweep._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from sweep.store.layout import LOGS
@@ -30,14 +32,17 @@ if TYPE_CHECKING:
         lost_points,
     )
 
-_LAZY = {
+__getattr__ = lazy_attributes(
+    __name__,
+    {
     "LOGS": "sweep.store.layout",
     **dict.fromkeys(
         ["RECORD_VARS", "TIME_FORMAT", "Store", "StoreFull", "StoreGone", "StoreMismatch", "inputs_ran",
          "last_run", "lost_points"],
         "sweep.store.zarrstore",
     ),
-}  # fmt: skip
+    },
+)  # fmt: skip
 
 __all__ = [
     "LOGS",
@@ -51,13 +56,3 @@ __all__ = [
     "last_run",
     "lost_points",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'sweep.store' has no attribute {name!r}")
