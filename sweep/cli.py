@@ -1,4 +1,6 @@
-"""The ``sweep`` command: submit, validate, status, results.
+"""The ``sweep`` command: a table of subcommands (:data:`COMMANDS`), each a function
+registered with :func:`command` beside the function that declares its arguments. What they
+compute lives in the modules they call; this module parses, prints and picks exit codes.
 
 Exit codes: 0 every point done; 1 the sweep ran but some points are not done; 2 bad input
 (recipe, output in use or made by another recipe, cluster that can't fit the jobs):
@@ -6,7 +8,7 @@ nothing was started and the output was not touched; 3 the store could not be wri
 system full): the points written are kept; 130 interrupted (Ctrl-C): the points written are
 kept. Every error is one line; a rerun resumes.
 
-SIGPIPE: commands that print and exit (:data:`PRINTING`) die quietly when their reader goes
+SIGPIPE: commands that print and exit (``Command.prints``) die quietly when their reader goes
 away (``sweep status out.zarr | head``). ``submit`` hosts the Dask scheduler and client, whose
 sockets see EPIPE whenever a worker disconnects, so it keeps Python's default (SIGPIPE
 ignored, EPIPE an exception the networking code handles), and a closed stdout or stderr only
@@ -24,8 +26,9 @@ import sys
 import threading
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,9 +37,33 @@ from sweep.logs import log_to_stderr
 from sweep.store.layout import METADATA
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
-# Commands that print and exit; only these may die by SIGPIPE.
-STORE_HELP = "result store path"
-PRINTING = frozenset({"validate", "status", "results", "doctor", "ls", "logs"})
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``sweep`` subcommand: its help line, how its arguments are declared, what runs it.
+    ``prints``: a command that prints and exits (it may die quietly by SIGPIPE)."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    prints: bool = False
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None], prints: bool = False
+) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """Register the decorated function as the subcommand ``name``."""
+
+    def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        COMMANDS[name] = Command(name, help, arguments, run, prints)
+        return run
+
+    return register
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,90 +76,36 @@ def _parser() -> argparse.ArgumentParser:
         help="log children spawned, recycled and killed, retries and resubmitted jobs; -vv: debug",
     )
     sub = p.add_subparsers(dest="command", required=True)
-
-    def set_arg(q: argparse.ArgumentParser, example: str) -> None:
-        q.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help=f"override a recipe key, e.g. --set {example} (repeatable)",
-        )
-
-    def recipe_args(q: argparse.ArgumentParser) -> None:
-        q.add_argument("recipe", help="recipe YAML file")
-        set_arg(q, "resources.threads=2")
-        q.add_argument("--output", help="result store path (overrides the recipe's output)")
-
-    q = sub.add_parser("submit", help="run a recipe's sweep (resumes an existing output)")
-    recipe_args(q)
-    over = q.add_mutually_exclusive_group()
-    over.add_argument(
-        "--force", action="store_true", help="delete what the output holds and start over in place"
-    )
-    over.add_argument(
-        "--keep-done",
-        action="store_true",
-        help="keep the done points of an output made from other inputs; run the rest with these",
-    )
-    q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
-    q.add_argument(
-        "--only",
-        choices=["failed"],
-        help="--only failed: run the failed, timed-out, stalled and killed points, not the pending ones",
-    )
-    q.add_argument(
-        "--dry-run", action="store_true", help="print the plan and the batch job script; submit nothing"
-    )
-    q.add_argument(
-        "--detach",
-        action="store_true",
-        help="run in the background (immune to a closed terminal); follow with `sweep attach OUTPUT`",
-    )
-
-    q = sub.add_parser("attach", help="follow a sweep running in the background until it ends")
-    q.add_argument("output", help=STORE_HELP)
-
-    q = sub.add_parser("cancel", help="stop a running sweep, keeping what is done")
-    q.add_argument("output", help=STORE_HELP)
-
-    q = sub.add_parser("logs", help="what points printed, every attempt, whether they succeeded or not")
-    q.add_argument("output", help=STORE_HELP)
-    q.add_argument(
-        "--where", action="append", default=[], metavar="AXIS=VALUE", help="select points (repeatable)"
-    )
-    q.add_argument("--point", help="one point, by its point_id")
-    q.add_argument("--attempt", type=int, help="only this attempt (1 = the first)")
-    q.add_argument(
-        "--follow", "-f", action="store_true", help="stream one running point's output until it ends"
-    )
-
-    q = sub.add_parser("ls", help="every result store under a folder: counts, running or not, size")
-    q.add_argument("folder", nargs="?", default="results", help="where to look (default: results)")
-
-    q = sub.add_parser("validate", help="check a recipe and list the points it would run")
-    recipe_args(q)
-    q.add_argument("--all", action="store_true", help="list every point, not the first 20")
-
-    q = sub.add_parser("retry", help="run a store's failed, timed-out, stalled and killed points again")
-    q.add_argument("output", help=STORE_HELP)
-    set_arg(q, "resources.timeout=2h")
-    q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
-
-    q = sub.add_parser("status", help="counts by status of a result store, and its failures")
-    q.add_argument("output", help=STORE_HELP)
-    q.add_argument(
-        "--provenance", action="store_true", help="also print the inputs, versions, command and git state"
-    )
-
-    q = sub.add_parser("doctor", help="this node's CPUs, limits, measured JAX threads, safe packing")
-    q.add_argument("--json", action="store_true", help="print JSON")
-
-    q = sub.add_parser("results", help="summarise a result store; export it")
-    q.add_argument("output", help=STORE_HELP)
-    q.add_argument("--export", metavar="FILE", help="write FILE.nc (netCDF) or FILE.csv (per-point table)")
+    for c in COMMANDS.values():
+        q = sub.add_parser(c.name, help=c.help)
+        c.arguments(q)
+        q.set_defaults(handler=c.run)
     return p
+
+
+def _set_arg(q: argparse.ArgumentParser, example: str) -> None:
+    q.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a recipe key, e.g. --set {example} (repeatable)",
+    )
+
+
+def _recipe_args(q: argparse.ArgumentParser) -> None:
+    q.add_argument("recipe", help="recipe YAML file")
+    _set_arg(q, "resources.threads=2")
+    q.add_argument("--output", help="result store path (overrides the recipe's output)")
+
+
+def _store_arg(q: argparse.ArgumentParser) -> None:
+    q.add_argument("output", help="result store path")
+
+
+def _no_progress_arg(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
 
 
 class _PipeSafe(io.TextIOBase):
@@ -178,7 +151,7 @@ class _PipeSafe(io.TextIOBase):
 
 def _guard_streams(command: str) -> None:
     """SIGPIPE for the printing commands; pipe-safe stdout and stderr for the others."""
-    if command in PRINTING:
+    if COMMANDS[command].prints:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         return
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
@@ -193,19 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         _guard_streams(args.command)
     _setup_logging(args.verbose)
     try:
-        commands = {
-            "submit": _submit,
-            "retry": _retry,
-            "validate": _validate,
-            "status": _status,
-            "results": _results,
-            "doctor": _doctor,
-            "attach": _attach,
-            "cancel": _cancel,
-            "ls": _ls,
-            "logs": _logs,
-        }
-        return commands[args.command](args)
+        return int(args.handler(args))
     except SweepError as exc:
         print(f"sweep {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -257,6 +218,34 @@ def _load(args: argparse.Namespace):
     return Sweep.from_yaml(args.recipe, args.overrides, args.output)
 
 
+def _submit_args(q: argparse.ArgumentParser) -> None:
+    _recipe_args(q)
+    over = q.add_mutually_exclusive_group()
+    over.add_argument(
+        "--force", action="store_true", help="delete what the output holds and start over in place"
+    )
+    over.add_argument(
+        "--keep-done",
+        action="store_true",
+        help="keep the done points of an output made from other inputs; run the rest with these",
+    )
+    _no_progress_arg(q)
+    q.add_argument(
+        "--only",
+        choices=["failed"],
+        help="--only failed: run the failed, timed-out, stalled and killed points, not the pending ones",
+    )
+    q.add_argument(
+        "--dry-run", action="store_true", help="print the plan and the batch job script; submit nothing"
+    )
+    q.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background (immune to a closed terminal); follow with `sweep attach OUTPUT`",
+    )
+
+
+@command("submit", "run a recipe's sweep (resumes an existing output)", _submit_args)
 def _submit(args: argparse.Namespace) -> int:
     from sweep import cluster
 
@@ -334,6 +323,7 @@ def _detach(args: argparse.Namespace, s: Any) -> int:
     return EXIT_OK
 
 
+@command("attach", "follow a sweep running in the background until it ends", _store_arg)
 def _attach(args: argparse.Namespace) -> int:
     from sweep import driver
 
@@ -348,6 +338,7 @@ def _attach(args: argparse.Namespace) -> int:
     return EXIT_OK if _finished(final) == sum(final.values()) else EXIT_INCOMPLETE
 
 
+@command("cancel", "stop a running sweep, keeping what is done", _store_arg)
 def _cancel(args: argparse.Namespace) -> int:
     from sweep import driver
 
@@ -359,37 +350,28 @@ def _cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _logs_args(q: argparse.ArgumentParser) -> None:
+    _store_arg(q)
+    q.add_argument(
+        "--where", action="append", default=[], metavar="AXIS=VALUE", help="select points (repeatable)"
+    )
+    q.add_argument("--point", help="one point, by its point_id")
+    q.add_argument("--attempt", type=int, help="only this attempt (1 = the first)")
+    q.add_argument(
+        "--follow", "-f", action="store_true", help="stream one running point's output until it ends"
+    )
+
+
+@command("logs", "what points printed, every attempt, whether they succeeded or not", _logs_args, prints=True)
 def _logs(args: argparse.Namespace) -> int:
     import numpy as np
 
     from sweep.store import LOGS
+    from sweep.store.results import select_points
 
     output = Path(args.output)
     ds = _open(args.output)
-    chosen = np.ones(ds["status"].shape, dtype=bool)
-    dims = set(ds["status"].dims)  # a search's trial dim has no coordinate: its number selects
-    names = dims | {n for n in ds.coords if n != "point_id" and set(ds[n].dims) <= dims}
-    for condition in args.where:
-        axis, _, text = condition.partition("=")
-        if axis not in names or not text:
-            raise UsageError(f"--where {condition}: give AXIS=VALUE with AXIS one of {sorted(names)}")
-        coord = ds[axis]
-        try:
-            value: Any = float(text) if coord.dtype.kind in "fiu" else text
-        except ValueError:
-            raise UsageError(
-                f"--where {condition}: {axis} takes numbers, e.g. {axis}={coord.values.flat[0]}"
-            ) from None
-        matches = (coord == value).broadcast_like(ds["status"]).transpose(*ds["status"].dims).values
-        if not matches.any():
-            values = ", ".join(map(str, np.unique(coord.values)[:10]))
-            raise UsageError(f"--where {condition}: no point has {axis} = {text} (it takes {values})")
-        chosen &= matches
-    ids = ds["point_id"].values[chosen].astype(str)
-    if args.point:
-        if args.point not in ds["point_id"].values:
-            raise UsageError(f"--point {args.point}: no such point in {output} (`sweep status` lists ids)")
-        ids = ids[ids == args.point]
+    ids = select_points(ds, args.where, args.point)
     if args.follow and _follow(output, ds, ids):
         return EXIT_OK
     shown = 0
@@ -439,6 +421,11 @@ def _follow(output: Path, ds: Any, ids: Any) -> bool:
     return True
 
 
+def _ls_args(q: argparse.ArgumentParser) -> None:
+    q.add_argument("folder", nargs="?", default="results", help="where to look (default: results)")
+
+
+@command("ls", "every result store under a folder: counts, running or not, size", _ls_args, prints=True)
 def _ls(args: argparse.Namespace) -> int:
     import json
 
@@ -474,6 +461,13 @@ def _ls(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _retry_args(q: argparse.ArgumentParser) -> None:
+    _store_arg(q)
+    _set_arg(q, "resources.timeout=2h")
+    _no_progress_arg(q)
+
+
+@command("retry", "run a store's failed, timed-out, stalled and killed points again", _retry_args)
 def _retry(args: argparse.Namespace) -> int:
     from sweep.runner import Sweep
     from sweep.store import StoreMismatch
@@ -517,6 +511,12 @@ def _finished(counts: Counter[str]) -> int:
     return sum(counts[s] for s in FINISHED)
 
 
+def _validate_args(q: argparse.ArgumentParser) -> None:
+    _recipe_args(q)
+    q.add_argument("--all", action="store_true", help="list every point, not the first 20")
+
+
+@command("validate", "check a recipe and list the points it would run", _validate_args, prints=True)
 def _validate(args: argparse.Namespace) -> int:
     s = _load(args)
     r = s.recipe
@@ -554,6 +554,14 @@ def _open(path: str):
         raise UsageError(str(exc)) from None
 
 
+def _status_args(q: argparse.ArgumentParser) -> None:
+    _store_arg(q)
+    q.add_argument(
+        "--provenance", action="store_true", help="also print the inputs, versions, command and git state"
+    )
+
+
+@command("status", "counts by status of a result store, and its failures", _status_args, prints=True)
 def _status(args: argparse.Namespace) -> int:
     from sweep.protocol import NOT_DONE
     from sweep.store import inputs_ran, last_run, lost_points
@@ -593,27 +601,14 @@ def _status(args: argparse.Namespace) -> int:
         print(f"  over their thread budget: {int(over.sum())} points (see peak_threads)")
     ran = inputs_ran(args.output)
     if len(ran) > 1:
-        print(_mixed_inputs(ran))
+        from sweep.inputs import mixed
+
+        print(mixed(ran))
     if args.provenance:
         from sweep import provenance
 
         print(provenance.render(dict(ds.attrs), ran))
     return EXIT_OK if _finished(counts) == total else EXIT_INCOMPLETE
-
-
-def _mixed_inputs(ran: list[tuple[int, Any]]) -> str:
-    """What differs between the inputs the done points ran with (the job or a file it imports
-    edited while the sweep ran, or --keep-done over changed inputs)."""
-    from sweep.inputs import differences
-
-    ran = sorted(ran, key=lambda r: -r[0])
-    most, base = ran[0]
-    lines = [
-        f"  done points ran with {len(ran)} different inputs ({most} with the most common; see --provenance):"
-    ]
-    for n, other in ran[1:]:
-        lines.append(f"    {n} point(s): " + "; ".join(differences(base, other)))
-    return "\n".join(lines)
 
 
 def _running(output: Path) -> list[dict[str, Any]]:
@@ -637,6 +632,11 @@ def _print_running(ds: Any, running: list[dict[str, Any]]) -> None:
         print(f"  running {ids[tuple(point['index'])]}: on {point['host']} cores {cores} {since}")
 
 
+def _doctor_args(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--json", action="store_true", help="print JSON")
+
+
+@command("doctor", "this node's CPUs, limits, measured JAX threads, safe packing", _doctor_args, prints=True)
 def _doctor(args: argparse.Namespace) -> int:
     from sweep import doctor
 
@@ -651,6 +651,12 @@ def _headline(error: str) -> str:
     return lines[-1] if lines[0].startswith("Traceback") else lines[0]
 
 
+def _results_args(q: argparse.ArgumentParser) -> None:
+    _store_arg(q)
+    q.add_argument("--export", metavar="FILE", help="write FILE.nc (netCDF) or FILE.csv (per-point table)")
+
+
+@command("results", "summarise a result store; export it", _results_args, prints=True)
 def _results(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -660,26 +666,11 @@ def _results(args: argparse.Namespace) -> int:
     Console().print(summary_table(ds, None, args.output))
     print(ds)
     if args.export:
-        _export(ds, Path(args.export))
+        from sweep.store.results import export
+
+        export(ds, Path(args.export))
         print(f"wrote {args.export}")
     return EXIT_OK
-
-
-def _export(ds, target: Path) -> None:
-    from sweep.store import RECORD_VARS
-
-    if target.suffix == ".csv":
-        sweep_dims = set(ds["status"].dims)
-        per_point = [v for v in ds.data_vars if set(ds[v].dims) == sweep_dims]
-        ds[per_point].to_dataframe().to_csv(target)
-    elif target.suffix in (".nc", ".nc4"):
-        out = ds.copy()
-        for name in RECORD_VARS:
-            if out[name].dtype.kind in "OTU":
-                out[name] = out[name].astype(str)
-        out.to_netcdf(target)
-    else:
-        raise UsageError(f"--export {target}: use a .nc or .csv file name")
 
 
 if __name__ == "__main__":

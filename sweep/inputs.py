@@ -169,3 +169,16 @@ def _mapping_diff(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[
         for key in sorted(set(old) | set(new))
         if old.get(key, absent) != new.get(key, absent)
     ]
+
+
+def mixed(ran: list[tuple[int, Inputs]]) -> str:
+    """What differs between the inputs the done points ran with (the job or a file it imports
+    edited while the sweep ran, or --keep-done over changed inputs)."""
+    ran = sorted(ran, key=lambda r: -r[0])
+    most, base = ran[0]
+    lines = [
+        f"  done points ran with {len(ran)} different inputs ({most} with the most common; see --provenance):"
+    ]
+    for n, other in ran[1:]:
+        lines.append(f"    {n} point(s): " + "; ".join(differences(base, other)))
+    return "\n".join(lines)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from sweep.errors import UsageError
 from sweep.store.integrity import check_metadata, check_store
 from sweep.store.layout import is_store
 
@@ -75,3 +76,53 @@ def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:
         if var.dtype.kind == "T":  # numpy StringDType from zarr v3: plain objects are friendlier
             ds[name] = var.astype(object)
     return ds.load() if load else ds
+
+
+def select_points(ds: Any, where: list[str], point: str | None = None) -> np.ndarray:
+    """The ``point_id`` of every point of ``ds`` that matches each ``AXIS=VALUE`` of ``where``
+    (a sweep dim, or a coordinate along the sweep dims; numbers compared as numbers) and, if
+    given, is ``point``; UsageError naming the axes or the values when nothing can match."""
+    chosen = np.ones(ds["status"].shape, dtype=bool)
+    dims = set(ds["status"].dims)  # a search's trial dim has no coordinate: its number selects
+    names = dims | {n for n in ds.coords if n != "point_id" and set(ds[n].dims) <= dims}
+    for condition in where:
+        axis, _, text = condition.partition("=")
+        if axis not in names or not text:
+            raise UsageError(f"--where {condition}: give AXIS=VALUE with AXIS one of {sorted(names)}")
+        coord = ds[axis]
+        try:
+            value: Any = float(text) if coord.dtype.kind in "fiu" else text
+        except ValueError:
+            raise UsageError(
+                f"--where {condition}: {axis} takes numbers, e.g. {axis}={coord.values.flat[0]}"
+            ) from None
+        matches = (coord == value).broadcast_like(ds["status"]).transpose(*ds["status"].dims).values
+        if not matches.any():
+            values = ", ".join(map(str, np.unique(coord.values)[:10]))
+            raise UsageError(f"--where {condition}: no point has {axis} = {text} (it takes {values})")
+        chosen &= matches
+    ids = ds["point_id"].values[chosen].astype(str)
+    if point:
+        if point not in ds["point_id"].values:
+            raise UsageError(f"--point {point}: no such point in this store (`sweep status` lists ids)")
+        ids = ids[ids == point]
+    return ids
+
+
+def export(ds: Any, target: Path) -> None:
+    """Write ``ds`` to ``target``: a ``.csv`` table of the per-point variables, or the whole
+    dataset as ``.nc``/``.nc4`` netCDF (text variables as fixed strings)."""
+    from sweep.store import RECORD_VARS
+
+    if target.suffix == ".csv":
+        sweep_dims = set(ds["status"].dims)
+        per_point = [v for v in ds.data_vars if set(ds[v].dims) == sweep_dims]
+        ds[per_point].to_dataframe().to_csv(target)
+    elif target.suffix in (".nc", ".nc4"):
+        out = ds.copy()
+        for name in RECORD_VARS:
+            if out[name].dtype.kind in "OTU":
+                out[name] = out[name].astype(str)
+        out.to_netcdf(target)
+    else:
+        raise UsageError(f"--export {target}: use a .nc or .csv file name")
