@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 PACKAGE = ROOT / "sweep"
 

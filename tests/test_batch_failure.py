@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from sweep import open_results
-from tests.conftest import JOBS, cli_submit
+from tests.helpers import JOBS, cli_submit
 
 FAKES = {
     "slurm": ("sbatch", "sbatch: fatal: Could not establish a configuration source"),

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from sweep import Sweep
-from tests.conftest import JOBS, ROOT
-from tests.test_monitor import wait_for
+from tests.helpers import JOBS, ROOT, wait_for
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("SWEEP_ARTIFACTS", ROOT / "artifacts"))

@@ -8,7 +8,7 @@ import pytest
 
 from sweep.capped import Child, ChildConfig, Limits, thread_budget
 from sweep.job import parse_job
-from tests.conftest import job
+from tests.helpers import job
 
 CAPPED = ChildConfig(cap=True)
 UNCAPPED = ChildConfig(cap=False)

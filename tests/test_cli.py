@@ -7,22 +7,18 @@ import yaml
 
 from sweep import Sweep, open_results
 from sweep.cli import main
-from tests.conftest import JOBS, ROOT
+from tests.helpers import JOBS, ROOT, write_recipe
 
 
 def local_recipe(tmp_path, seconds: float = 0.5):
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(
-        yaml.safe_dump(
-            {
-                "name": "piped",
-                "job": f"{JOBS}:square",
-                "params": {"grid": {"x": [1.0, 2.0, 3.0, 4.0]}, "fixed": {"seconds": seconds}},
-                "resources": {"threads": 1},
-                "cluster": {"kind": "local", "dashboard": "127.0.0.1:0"},
-                "output": str(tmp_path / "out.zarr"),
-            }
-        )
+    recipe = write_recipe(
+        tmp_path / "recipe.yaml",
+        name="piped",
+        job="square",
+        params={"grid": {"x": [1.0, 2.0, 3.0, 4.0]}, "fixed": {"seconds": seconds}},
+        resources={"threads": 1},
+        cluster={"kind": "local", "dashboard": "127.0.0.1:0"},
+        output=tmp_path / "out.zarr",
     )
     return recipe, tmp_path / "out.zarr"
 

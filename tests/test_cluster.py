@@ -12,7 +12,7 @@ from sweep.cli import main
 from sweep.cluster import batch_cluster
 from sweep.errors import SweepWarning
 from sweep.recipe import ClusterSettings, Recipe, RecipeError
-from tests.conftest import kill_the_worker_mid_sweep, scheduler_and_workers
+from tests.helpers import kill_the_worker_mid_sweep, scheduler_and_workers
 
 GOLDEN = Path(__file__).parent / "golden"
 COMMON = {"cores": 4, "memory": "8GiB", "interface": "lo"}
@@ -314,7 +314,7 @@ def test_another_user_cannot_connect_or_read_the_credentials_and_the_owner_can(t
     import yaml
 
     from sweep import open_results
-    from tests.conftest import JOBS, ROOT, unprivileged_user
+    from tests.helpers import JOBS, ROOT, unprivileged_user
 
     folder = Path(tempfile.mkdtemp(prefix="sweep-security-"))
     folder.chmod(0o755)  # another user may look in: what they find must be useless to them

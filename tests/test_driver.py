@@ -11,36 +11,20 @@ from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 
 from sweep import Sweep, open_results
-from tests.conftest import JOBS, ROOT
+from tests.helpers import JOBS, ROOT, cli, wait_for, write_recipe
 
 
 def recipe(tmp_path: Path, name: str, points: int, seconds: float) -> Path:
-    path = tmp_path / f"{name}.yaml"
     folder = tmp_path / f"{name}-marks"
     folder.mkdir()
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "name": name,
-                "job": f"{JOBS}:marked",
-                "params": {
-                    "grid": {"x": list(range(points))},
-                    "fixed": {"folder": str(folder), "seconds": seconds},
-                },
-                "cluster": {"dashboard": "127.0.0.1:0"},
-                "output": str(tmp_path / "results" / f"{name}.zarr"),
-            }
-        )
-    )
-    return path
-
-
-def sweep(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sweep.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    return write_recipe(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        job="marked",
+        params={"grid": {"x": list(range(points))}, "fixed": {"folder": str(folder), "seconds": seconds}},
+        output=tmp_path / "results" / f"{name}.zarr",
     )
 
 
@@ -54,13 +38,6 @@ def children_running(marks: Path) -> list[int]:
     """Child pids that left a start marker and are still alive."""
     pids = {int(p.name.split("-")[2]) for p in marks.iterdir()}
     return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-
-
-def wait_for(predicate, seconds: float = 120.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 def test_a_detached_sweep_survives_its_terminal_and_attach_follows_it_to_the_end(tmp_path):
@@ -85,7 +62,7 @@ def test_a_detached_sweep_survives_its_terminal_and_attach_follows_it_to_the_end
     term.wait(timeout=30)
     assert f"pid {pid}" in printed and f"sweep attach {out}" in printed and f"sweep cancel {out}" in printed
     assert os.getsid(pid) == pid and psutil.pid_exists(pid)  # its own session: the hangup missed it
-    attached = sweep("attach", str(out))
+    attached = cli("attach", str(out))
     assert attached.returncode == 0, attached.stderr
     assert "[sweep] 6/6" in attached.stderr
     ds = open_results(out)
@@ -96,42 +73,42 @@ def test_a_detached_sweep_survives_its_terminal_and_attach_follows_it_to_the_end
 def test_cancel_stops_a_detached_sweep_kills_its_children_and_a_rerun_resumes(tmp_path):
     path = recipe(tmp_path, "long", points=8, seconds=4.0)
     out, marks = tmp_path / "results" / "long.zarr", tmp_path / "long-marks"
-    started = sweep("submit", str(path), "--detach")
+    started = cli("submit", str(path), "--detach")
     assert started.returncode == 0, started.stderr
     wait_for(lambda: len(list(marks.iterdir())) >= 2)  # two points running
-    wait_for(lambda: "running  2" in sweep("status", str(out)).stdout, seconds=30)  # told every 2 s
-    status = sweep("status", str(out))
+    wait_for(lambda: "running  2" in cli("status", str(out)).stdout, seconds=30)  # told every 2 s
+    status = cli("status", str(out))
     assert "running now" in status.stdout and "running  2" in status.stdout, status.stdout
     done = int((open_results(out)["status"] == "done").sum())
     assert f"pending  {6 - done}" in status.stdout  # 8 points: 2 running, the rest done or waiting
     assert status.stdout.count(" cores ") == 2 and " for " in status.stdout
-    listed = sweep("ls", str(tmp_path / "results"))
+    listed = cli("ls", str(tmp_path / "results"))
     assert listed.returncode == 0 and "long" in listed.stdout and "running now" in listed.stdout, (
         listed.stdout
     )
     t0 = time.monotonic()
-    cancelled = sweep("cancel", str(out))
+    cancelled = cli("cancel", str(out))
     assert cancelled.returncode == 0, cancelled.stderr
     assert "cancelled" in cancelled.stdout and time.monotonic() - t0 < 60
     time.sleep(1)
     assert not children_running(marks)
     ds = open_results(out)
     assert ds.attrs["sweep_run_state"] == "cancelled" and not (ds["status"] == "done").all()
-    rerun = sweep("submit", str(path), "--no-progress")
+    rerun = cli("submit", str(path), "--no-progress")
     assert rerun.returncode == 0, rerun.stderr
     assert list(open_results(out)["value"].values) == [float(x) for x in range(8)]
 
 
 def test_cancel_and_attach_of_a_store_nothing_runs_say_so(tmp_path):
     path = recipe(tmp_path, "idle", points=1, seconds=0.0)
-    assert sweep("submit", str(path), "--no-progress").returncode == 0
+    assert cli("submit", str(path), "--no-progress").returncode == 0
     out = tmp_path / "results" / "idle.zarr"
     for command in ("cancel", "attach"):
-        proc = sweep(command, str(out))
+        proc = cli(command, str(out))
         assert proc.returncode == 2 and "no sweep runs" in proc.stderr, proc.stderr
-    again = sweep("submit", str(path), "--detach")
+    again = cli("submit", str(path), "--detach")
     assert again.returncode == 0 and "nothing left to run" in again.stdout, again.stdout + again.stderr
-    proc = sweep("ls", str(tmp_path / "results"))
+    proc = cli("ls", str(tmp_path / "results"))
     assert (
         proc.returncode == 0
         and "idle" in proc.stdout
@@ -162,7 +139,7 @@ def test_cancel_in_a_runs_first_seconds_stops_that_run_and_never_signals_a_stale
 
     path = recipe(tmp_path, "again", points=6, seconds=3.0)
     out = tmp_path / "results" / "again.zarr"
-    assert sweep("submit", str(path), "--no-progress", "--set", "params.fixed.seconds=0").returncode == 0
+    assert cli("submit", str(path), "--no-progress", "--set", "params.fixed.seconds=0").returncode == 0
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     try:
         # the state file left behind names a pid now used by an unrelated process of this user
@@ -174,7 +151,7 @@ def test_cancel_in_a_runs_first_seconds_stops_that_run_and_never_signals_a_stale
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         while True:  # as soon as the new run holds the store: cancel it
-            cancelled = sweep("cancel", str(out))
+            cancelled = cli("cancel", str(out))
             if cancelled.returncode == 0 or run.poll() is not None:
                 break
             # before the new run holds the store, or while it holds it without its state
@@ -199,7 +176,7 @@ def test_a_starting_run_is_not_reported_with_a_previous_runs_points(tmp_path):
 
     path = recipe(tmp_path, "held", points=1, seconds=0.0)
     out = tmp_path / "results" / "held.zarr"
-    assert sweep("submit", str(path), "--no-progress").returncode == 0
+    assert cli("submit", str(path), "--no-progress").returncode == 0
     old = DriverState.load(out)
     old.running = [{"index": [0], "host": "h", "cores": [0], "since": time.time()}]
     old.save(out)
@@ -210,7 +187,7 @@ def test_a_starting_run_is_not_reported_with_a_previous_runs_points(tmp_path):
             raise AssertionError("a stale state file was taken for the holder's")
         except Starting as exc:
             assert f"pid {os.getpid()}" in str(exc)
-        status = sweep("status", str(out))
+        status = cli("status", str(out))
         assert status.returncode == 0 and ": on h cores" not in status.stdout, status.stdout
     finally:
         lock.release()

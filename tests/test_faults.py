@@ -15,7 +15,7 @@ import yaml
 
 from sweep import Sweep, open_results
 from sweep.errors import SweepWarning
-from tests.conftest import JOBS, ROOT, cli, cli_submit, kill_the_worker_mid_sweep
+from tests.helpers import JOBS, ROOT, cli, cli_submit, kill_the_worker_mid_sweep
 
 
 def worker_pids(client) -> set[int]:

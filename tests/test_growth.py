@@ -4,35 +4,24 @@ import json
 
 import numpy as np
 import pytest
-import yaml
 
 from sweep import Sweep, open_results
 from sweep.cli import main
 from sweep.recipe import Recipe
 from sweep.store import Store
-from tests.conftest import JOBS
+from tests.helpers import JOBS, write_recipe
 
 PER_POINT = ["y", "vec", "curve", "status", "started", "wall_s", "peak_rss", "point_id"]
 
 
 def recipe(tmp_path, params):
-    path = tmp_path / "grow.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "name": "grow",
-                "job": f"{JOBS}:square",
-                "params": params,
-                "cluster": {"dashboard": "127.0.0.1:0"},
-                "output": str(tmp_path / "out.zarr"),
-            },
-            sort_keys=False,
-        )
+    return write_recipe(
+        tmp_path / "grow.yaml", name="grow", job="square", params=params, output=tmp_path / "out.zarr"
     )
-    return path
 
 
 def submit(path, capsys, *extra):
+    """In-process submit with the progress display (its growth line is on stderr)."""
     rc = main(["submit", str(path), *extra])
     return rc, capsys.readouterr().err
 
@@ -129,9 +118,9 @@ def test_a_rebuild_cut_short_puts_the_old_store_back(client, tmp_path, capsys, m
     out = tmp_path / "out.zarr"
     assert submit(path, capsys, "--no-progress")[0] == 0
     before = open_results(out).load()
-    import sweep.store
+    import sweep.store.zarrstore
 
-    real, moved_in = sweep.store.os.replace, []
+    real, moved_in = sweep.store.zarrstore.os.replace, []
 
     def dies_midway(src, dst):  # the third entry of the new store moved into place fails
         if ".creating-" in str(src) and str(dst).startswith(f"{out}/"):
@@ -140,11 +129,11 @@ def test_a_rebuild_cut_short_puts_the_old_store_back(client, tmp_path, capsys, m
                 raise OSError("killed")
         real(src, dst)
 
-    monkeypatch.setattr(sweep.store.os, "replace", dies_midway)
+    monkeypatch.setattr(sweep.store.zarrstore.os, "replace", dies_midway)
     grown = Recipe.load(path, ["params.grid.x=[1.0, 2.0, 3.0]"])
     with pytest.raises(OSError, match="killed"):
         Store.open(out, grown)
-    monkeypatch.setattr(sweep.store.os, "replace", real)
+    monkeypatch.setattr(sweep.store.zarrstore.os, "replace", real)
     assert not (out / "zarr.json").exists()  # cut between moving the old one out and the new one in
     with Store.open(out, Recipe.load(path)) as store:
         assert store.growth is None and not store.todo()

@@ -8,29 +8,18 @@ import yaml
 
 from sweep import Sweep, open_results
 from sweep.cli import main
-from tests.conftest import JOBS
+from tests.helpers import JOBS, submit, write_recipe
 
 
 def recipe(tmp_path, fixed=None, job_file=None, env=None):
-    path = tmp_path / "stale.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "name": "stale",
-                "job": f"{job_file or JOBS}:scaled",
-                "params": {"grid": {"x": [1, 2, 3]}, "fixed": fixed or {"scale": 1.0}},
-                "child": {"env": env or {}},
-                "cluster": {"dashboard": "127.0.0.1:0"},
-                "output": str(tmp_path / "out.zarr"),
-            }
-        )
+    return write_recipe(
+        tmp_path / "stale.yaml",
+        name="stale",
+        job=f"{job_file or JOBS}:scaled",
+        params={"grid": {"x": [1, 2, 3]}, "fixed": fixed or {"scale": 1.0}},
+        child={"env": env or {}},
+        output=tmp_path / "out.zarr",
     )
-    return path
-
-
-def submit(path, capsys, *extra):
-    rc = main(["submit", str(path), "--no-progress", *extra])
-    return rc, capsys.readouterr().err
 
 
 def test_a_changed_fixed_parameter_is_refused_with_the_difference(client, tmp_path, capsys):

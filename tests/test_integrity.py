@@ -12,7 +12,7 @@ import yaml
 from sweep import Sweep
 from sweep.cli import main
 from sweep.recipe import Recipe
-from tests.conftest import JOBS, job
+from tests.helpers import JOBS, job
 
 
 def drift(client, out, how):

@@ -5,7 +5,7 @@ import pytest
 from sweep.capped import ChildConfig
 from sweep.job import parse_job
 from sweep.pool import CorePool
-from tests.conftest import job
+from tests.helpers import job
 
 CONFIG = ChildConfig(cap=True, compile_cache=None)
 

@@ -10,7 +10,7 @@ import time
 import yaml
 
 from sweep import Sweep, leases, open_results
-from tests.conftest import JOBS, ROOT, scheduler_and_workers
+from tests.helpers import JOBS, ROOT, scheduler_and_workers
 
 
 def overlapping_pairs_share_no_core(*datasets) -> list:

@@ -9,7 +9,7 @@ import yaml
 from sweep import Sweep, open_results
 from sweep.cli import main
 from sweep.store.lock import locked
-from tests.conftest import JOBS, ROOT
+from tests.helpers import JOBS, ROOT
 
 
 def run_chatty(tmp_path, capsys):

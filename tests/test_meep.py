@@ -17,7 +17,7 @@ import pytest
 from sweep import Sweep, unpadded
 from sweep.capped import Child, ChildConfig, Limits, thread_budget
 from sweep.job import parse_job
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 pytestmark = [
     pytest.mark.slow,

@@ -1,20 +1,12 @@
 """Watching sweeps: sweep.report streaming, the background handle, the /sweep page data."""
 
 import json
-import time
 import urllib.request
 
 import pytest
 
 from sweep import Sweep, report, report_history
-from tests.conftest import JOBS
-
-
-def wait_for(predicate, timeout=60.0, every=0.05):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(every)
+from tests.helpers import JOBS, wait_for
 
 
 def test_report_outside_a_sweep_does_nothing():
@@ -89,7 +81,7 @@ def test_dashboard_sweep_page_serves_live_point_states(client, tmp_path):
     with urllib.request.urlopen(f"{base}/sweep", timeout=5) as r:
         assert b"latest objective" in r.read()
     run.wait(120)
-    wait_for(lambda: all(p["status"] == "done" for p in states().values()), timeout=10)
+    wait_for(lambda: all(p["status"] == "done" for p in states().values()), seconds=10)
     final = states()
     assert all(p["peak_threads"] > 0 and p["host"] for p in final.values())
 

@@ -7,7 +7,7 @@ import pytest
 from sweep import Sweep
 from sweep.capped import Child, ChildConfig, Limits
 from sweep.job import parse_job
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 # find_spec, not import: importing invrs_gym here would try to download material data
 pytestmark = [

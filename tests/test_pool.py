@@ -11,7 +11,7 @@ from sweep import Sweep
 from sweep.capped import ChildConfig
 from sweep.cluster import local_cores
 from sweep.pool import CorePool
-from tests.conftest import job
+from tests.helpers import job
 
 needs_two = pytest.mark.skipif(local_cores() < 2, reason="needs 2 CPUs")
 

@@ -11,26 +11,29 @@ import numpy as np
 import psutil
 import pytest
 import xarray as xr
-import yaml
 
 from sweep import Sweep, open_results
 from sweep.cli import main
-from tests.conftest import JOBS, ROOT, cli_submit
+from tests.helpers import JOBS, ROOT, cli_submit, write_recipe
 
 OUTPUTS = ["y", "vec", "curve"]
 
 
-def write_recipe(tmp_path: Path, seconds: float = 0.0, **extra) -> Path:
-    recipe = {
-        "name": "resumable",
-        "job": f"{JOBS}:square",
-        "params": {"grid": {"x": [1.0, 2.0, 3.0, 4.0], "offset": [0.0, 10.0]}, "fixed": {"seconds": seconds}},
-        "output": str(tmp_path / "out.zarr"),
-        **extra,
-    }
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
-    return path
+def resumable_recipe(tmp_path: Path, seconds: float = 0.0, **extra) -> Path:
+    return write_recipe(
+        tmp_path / "recipe.yaml",
+        **{
+            "name": "resumable",
+            "job": "square",
+            "params": {
+                "grid": {"x": [1.0, 2.0, 3.0, 4.0], "offset": [0.0, 10.0]},
+                "fixed": {"seconds": seconds},
+            },
+            "output": tmp_path / "out.zarr",
+            "cluster": {},
+            **extra,
+        },
+    )
 
 
 def sweep_cli(*args: str, **kw) -> subprocess.Popen:
@@ -56,7 +59,7 @@ def test_killed_submit_resumes_running_only_the_rest_and_matches_an_uninterrupte
     client, tmp_path, capsys
 ):
     # points long enough that the second submit below (an interpreter's start) meets the run
-    recipe = write_recipe(tmp_path, seconds=2.5)
+    recipe = resumable_recipe(tmp_path, seconds=2.5)
     out = tmp_path / "out.zarr"
     proc = sweep_cli("submit", str(recipe), "--no-progress", start_new_session=True)
     deadline = time.monotonic() + 120
@@ -96,7 +99,7 @@ def test_killed_submit_resumes_running_only_the_rest_and_matches_an_uninterrupte
 
 
 def test_cli_submit_status_results_on_a_finished_sweep(tmp_path, capsys):
-    recipe = write_recipe(tmp_path, name="cli")
+    recipe = resumable_recipe(tmp_path, name="cli")
     out = tmp_path / "out.zarr"
     assert main(["submit", str(recipe), "--no-progress", "--set", "cluster.dashboard=127.0.0.1:0"]) == 0
     assert main(["status", str(out)]) == 0
@@ -113,7 +116,7 @@ def test_cli_submit_status_results_on_a_finished_sweep(tmp_path, capsys):
 
 
 def test_a_changed_space_is_refused_unless_forced(tmp_path, capsys):
-    recipe = write_recipe(tmp_path, name="changing")
+    recipe = resumable_recipe(tmp_path, name="changing")
     quiet = ["--no-progress", "--set", "cluster.dashboard=127.0.0.1:0"]
     assert main(["submit", str(recipe), *quiet]) == 0
     capsys.readouterr()
@@ -186,14 +189,14 @@ def test_a_store_that_cannot_be_opened_beside_the_cluster_closes_the_cluster(tmp
     import errno
     import threading
 
-    import sweep.store
+    import sweep.store.zarrstore
     from sweep.store import StoreFull
 
     def full(*args):
         time.sleep(0.5)  # the cluster is starting meanwhile
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(sweep.store, "_build", full)
+    monkeypatch.setattr(sweep.store.zarrstore, "_build", full)
     s = Sweep(
         f"{JOBS}:square",
         {"grid": {"x": [1.0]}},

@@ -18,7 +18,7 @@ from sweep.job import parse_job
 from sweep.search import SearchStopped, journal_path
 from sweep.searchspec import PRUNER_OPTIONS, PRUNERS, SAMPLERS
 from sweep.store import StoreMismatch
-from tests.conftest import JOBS, ROOT
+from tests.helpers import JOBS, ROOT
 
 optuna = pytest.importorskip("optuna", reason="needs the search extra: pip install -e '.[search]'")
 

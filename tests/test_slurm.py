@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sweep import Sweep, open_results
-from tests.conftest import JOBS, ROOT, cli
+from tests.helpers import JOBS, ROOT, cli
 
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 CONF = Path(os.environ.get("SWEEP_SLURM_DIR", "/tmp/sweep-slurm")) / "slurm.conf"

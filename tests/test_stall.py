@@ -8,7 +8,7 @@ import pytest
 
 from sweep.capped import Child, ChildConfig, Limits
 from sweep.job import parse_job
-from tests.conftest import job
+from tests.helpers import job
 
 OLD_SETTING = ChildConfig(cap=True, env=(("NPROC", "1"), ("PJRT_NPROC", "1")))
 

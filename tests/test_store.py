@@ -12,7 +12,7 @@ from sweep.protocol import PointRecord
 from sweep.recipe import Recipe
 from sweep.store import RECORD_VARS, Store, StoreMismatch
 from sweep.store.lock import StoreLocked
-from tests.conftest import job
+from tests.helpers import job
 
 RESULTS_DOC = Path(__file__).resolve().parents[1] / "docs" / "results.md"
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from sweep import open_results
-from tests.conftest import JOBS, ROOT, unprivileged_user
+from tests.helpers import JOBS, ROOT, unprivileged_user
 
 USER = "sweep-ulimit"
 LIMIT = 150

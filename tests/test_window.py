@@ -5,7 +5,7 @@ from distributed import Client
 
 from sweep import Sweep, window
 from sweep.window import chunk_size
-from tests.conftest import JOBS
+from tests.helpers import JOBS
 
 
 def test_chunks_hold_about_a_tenth_of_a_second_of_work_and_leave_the_end_to_every_slot():

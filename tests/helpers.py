@@ -1,0 +1,166 @@
+"""What the tests share besides fixtures: paths, recipe writers, command runners, waits."""
+
+import os
+import pwd
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from distributed import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBS = ROOT / "tests" / "jobs.py"
+
+
+def cli_submit(recipe, *extra: str, **kw) -> subprocess.CompletedProcess:
+    """``sweep submit RECIPE --no-progress EXTRA...`` in a fresh interpreter, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=kw.pop("timeout", 300), **kw,
+    )  # fmt: skip
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``sweep ARGS...`` in a fresh interpreter, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "sweep.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def job(name: str) -> str:
+    """A recipe job reference to a function of tests/jobs.py."""
+    return f"{JOBS}:{name}"
+
+
+@contextmanager
+def scheduler_and_workers(tmp_path: Path, worker_args: list[str], workers: int = 1) -> Iterator[str]:
+    """`dask scheduler` and `dask worker ADDRESS *worker_args` on 127.0.0.1, as a user starts
+    them for `kind: address`; yields the address once ``workers`` worker processes are up."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
+         "--dashboard-address", "127.0.0.1:0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", address, *worker_args, "--host", "127.0.0.1",
+         "--dashboard-address", "127.0.0.1:0", "--local-directory", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Client(address, timeout="2s") as c:
+                    if len(c.scheduler_info()["workers"]) >= workers:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "scheduler/workers did not come up"
+            time.sleep(0.3)
+        yield address
+    finally:
+        for p in (worker, scheduler):
+            p.terminate()
+            p.wait(30)
+
+
+def kill_the_worker_mid_sweep(client: Client, tmp_path: Path) -> tuple[object, list[int], Path]:
+    """Run 4 points of 2 s (``tests/jobs.py:marked``) on ``client``'s one worker, SIGKILL the
+    worker once a job has started, check its children died with it, and wait for the sweep.
+    Returns the dataset, the killed children's pids and the folder of start markers."""
+    import glob
+    import os
+    import signal
+    import threading
+
+    import psutil
+
+    from sweep import Sweep
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    result: dict = {}
+    s = Sweep(
+        f"{JOBS}:marked",
+        {"grid": {"x": [0, 1, 2, 3]}, "fixed": {"folder": str(markers), "seconds": 2.0}},
+        output=tmp_path / "w.zarr",
+    )
+    t = threading.Thread(target=lambda: result.update(ds=s.run(client=client, progress=False)))
+    t.start()
+    deadline = time.monotonic() + 60
+    while not glob.glob(str(markers / "start-*")):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (worker_pid,) = client.run(os.getpid).values()
+    victims = psutil.Process(worker_pid).children(recursive=True)
+    assert victims, "the worker should have capped children"
+    os.kill(worker_pid, signal.SIGKILL)
+    _, alive = psutil.wait_procs(victims, timeout=15)
+    assert not alive, "children outlived their worker"
+    t.join(180)
+    assert not t.is_alive()
+    return result["ds"], [v.pid for v in victims], markers
+
+
+@contextmanager
+def unprivileged_user(name: str) -> Iterator[str]:
+    """An unprivileged account ``name`` (made if missing; needs root) that can reach the
+    checkout, its .venv and the Python it links to: the traverse bit of each folder on the way
+    is opened for the duration, then restored."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", name], check=True)
+    opened = []
+    needed = {ROOT, Path(os.path.realpath(sys.executable)).parent, Path(sys.base_prefix)}
+    folders = {p for path in needed for p in (path, *path.parents)}
+    for folder in sorted(folders):
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            folder.chmod(mode | stat.S_IXOTH)
+            opened.append((folder, mode))
+    try:
+        yield name
+    finally:
+        for parent, mode in opened:
+            parent.chmod(mode)
+
+
+def write_recipe(path: Path, **recipe: Any) -> Path:
+    """Write ``recipe`` (the keys of a recipe; ``job`` may be a function name of tests/jobs.py)
+    to ``path`` as YAML, with a dashboard on a free 127.0.0.1 port unless ``cluster`` says."""
+    import yaml
+
+    if "job" in recipe and ":" not in recipe["job"]:
+        recipe["job"] = job(recipe["job"])
+    recipe.setdefault("cluster", {"dashboard": "127.0.0.1:0"})
+    if "output" in recipe:
+        recipe["output"] = str(recipe["output"])
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path
+
+
+def submit(path: Path, capsys: Any, *extra: str) -> tuple[int, str]:
+    """``sweep submit PATH --no-progress EXTRA...`` in this process: exit code and stderr."""
+    from sweep.cli import main
+
+    rc = main(["submit", str(path), "--no-progress", *extra])
+    return rc, capsys.readouterr().err
+
+
+def wait_for(predicate: Callable[[], Any], seconds: float = 120.0, every: float = 0.05) -> None:
+    """Poll ``predicate`` every ``every`` seconds until it is true; fail after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(every)
