@@ -40,14 +40,16 @@ test: lint
 	else echo "note: no Meep on this system: its leg is skipped"; fi
 
 test-main: $(TEST_STAMP)
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra --durations=15
 
 $(LOWEST)/.installed: pyproject.toml scripts/lowest-env.sh | $(TEST_STAMP)
 	scripts/lowest-env.sh $(LOWEST)
 	touch $@
 
+# the fast tests, and every test of the store, whose zarr and xarray calls change most between versions
 test-lowest: $(LOWEST)/.installed
-	$(LOWEST)/bin/python -m pytest -q -ra -m "not slow" -p no:cacheprovider
+	$(LOWEST)/bin/python -m pytest -q -ra -p no:cacheprovider -m "not slow"
+	$(LOWEST)/bin/python -m pytest -q -ra -p no:cacheprovider -m slow tests/test_store.py tests/test_growth.py tests/test_integrity.py
 	rm -rf $(LOWEST)/quickstart.zarr
 	$(LOWEST)/bin/sweep submit recipes/quickstart.yaml --output $(LOWEST)/quickstart.zarr --no-progress
 	$(LOWEST)/bin/sweep status $(LOWEST)/quickstart.zarr
@@ -63,7 +65,7 @@ test-meep: $(MEEP)/.installed
 		tests/test_notebooks.py::test_meep_notebook_runs tests/test_store.py
 
 test-fast: lint
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" --durations=15
 
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run.py

@@ -20,6 +20,7 @@ FAKES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(FAKES))
 def test_a_failed_batch_submission_ends_submit_with_the_schedulers_message(tmp_path, kind):
     command, message = FAKES[kind]

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from sweep import Sweep, open_results
@@ -23,6 +24,7 @@ def local_recipe(tmp_path, seconds: float = 0.5):
     return recipe, tmp_path / "out.zarr"
 
 
+@pytest.mark.slow
 def test_submit_piped_into_head_finishes_the_sweep(tmp_path):
     """`sweep submit ... | head -n 1`: head exits after the first line; the sweep goes on."""
     recipe, out = local_recipe(tmp_path)
@@ -34,6 +36,7 @@ def test_submit_piped_into_head_finishes_the_sweep(tmp_path):
     assert ds.attrs["sweep_run_state"] == "finished"
 
 
+@pytest.mark.slow
 def test_verbose_logs_what_the_workers_do_with_children(tmp_path):
     recipe, out = local_recipe(tmp_path, seconds=0.0)
     command = [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"]
@@ -57,6 +60,7 @@ def test_every_sweep_error_exits_2_with_one_line(tmp_path, capsys):
     assert err.startswith("sweep status: error:") and "is not a sweep result store" in err
 
 
+@pytest.mark.slow
 def test_status_of_a_running_sweep_counts_ended_points_once(client, tmp_path, capsys):
     """Found: `done 4 / running 4 / pending -2`: the running list is published every 2 s and
     was not checked against the store."""

@@ -106,6 +106,7 @@ def running_scheduler(tmp_path):
         yield address
 
 
+@pytest.mark.slow
 def test_address_kind_runs_on_a_running_scheduler(running_scheduler, tmp_path):
     from sweep import Sweep
 
@@ -188,6 +189,7 @@ print("values", [float(v) for v in ds["y"].values])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["file", "stdin"])
 def test_a_plain_script_without_a_main_guard_runs_on_the_local_default(tmp_path, how):
     """Found: a top-level `Sweep(...).run()` without `if __name__ == "__main__":` (or piped to

@@ -40,6 +40,7 @@ def children_running(marks: Path) -> list[int]:
     return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.slow
 def test_a_detached_sweep_survives_its_terminal_and_attach_follows_it_to_the_end(tmp_path):
     path = recipe(tmp_path, "bg", points=6, seconds=1.0)
     out = tmp_path / "results" / "bg.zarr"
@@ -70,6 +71,7 @@ def test_a_detached_sweep_survives_its_terminal_and_attach_follows_it_to_the_end
     assert (out / ".sweep-driver.log").exists()
 
 
+@pytest.mark.slow
 def test_cancel_stops_a_detached_sweep_kills_its_children_and_a_rerun_resumes(tmp_path):
     path = recipe(tmp_path, "long", points=8, seconds=4.0)
     out, marks = tmp_path / "results" / "long.zarr", tmp_path / "long-marks"
@@ -99,6 +101,7 @@ def test_cancel_stops_a_detached_sweep_kills_its_children_and_a_rerun_resumes(tm
     assert list(open_results(out)["value"].values) == [float(x) for x in range(8)]
 
 
+@pytest.mark.slow
 def test_cancel_and_attach_of_a_store_nothing_runs_say_so(tmp_path):
     path = recipe(tmp_path, "idle", points=1, seconds=0.0)
     assert cli("submit", str(path), "--no-progress").returncode == 0

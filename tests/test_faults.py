@@ -197,6 +197,7 @@ def big_recipe(tmp_path, output, points=16, size=50_000):
     return recipe
 
 
+@pytest.mark.slow
 @root_only("mounting a tmpfs")
 def test_a_full_disk_is_one_line_exit_3_and_keeps_what_was_written(tmp_path, mounted):
     disk = tmp_path / "disk"
@@ -219,6 +220,7 @@ def test_a_full_disk_is_one_line_exit_3_and_keeps_what_was_written(tmp_path, mou
     assert (open_results(out)["status"] == "done").all()
 
 
+@pytest.mark.slow
 @root_only("mounting a tmpfs")
 def test_a_store_that_cannot_be_created_leaves_nothing_behind(tmp_path, mounted):
     disk = tmp_path / "tiny"
@@ -292,6 +294,7 @@ def bootstrap_pids() -> set[int]:
     }
 
 
+@pytest.mark.slow
 def test_a_daemon_a_job_starts_in_its_own_session_ends_with_the_job(tmp_path):
     """Found: a job that forked into its own session (fork + setsid + sleep) returned done and
     its process was still alive after `sweep submit` exited."""
@@ -352,6 +355,7 @@ def test_attach_ends_with_the_exit_code_of_a_sweep_that_filled_its_disk(tmp_path
     assert attach.returncode == 3, attach.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["moved", "deleted"])
 def test_a_store_moved_or_deleted_under_its_sweep_stops_it_and_leaves_nothing_behind(client, tmp_path, how):
     """Found: the driver recreated a phantom store at the old path and lost later points; every
@@ -381,6 +385,7 @@ def test_a_store_moved_or_deleted_under_its_sweep_stops_it_and_leaves_nothing_be
         assert 2 <= int((kept["status"] == "done").sum()) < 8
 
 
+@pytest.mark.slow
 def test_a_half_store_is_one_line_for_every_command(client, tmp_path, capsys):
     from sweep.cli import main
 

@@ -41,6 +41,7 @@ def assert_kept(before, after):
             assert np.array_equal(np.asarray(v), np.asarray(new[pid][name])), (pid, name)
 
 
+@pytest.mark.slow
 def test_a_grown_grid_keeps_the_done_points_and_runs_the_new_ones(client, tmp_path, capsys):
     path = recipe(tmp_path, {"grid": {"x": [1.0, 2.0, 3.0], "offset": [0.0, 10.0]}})
     out = tmp_path / "out.zarr"
@@ -63,6 +64,7 @@ def test_a_grown_grid_keeps_the_done_points_and_runs_the_new_ones(client, tmp_pa
     assert np.array_equal(kept, before["started"].values) and new.min() >= kept.max()
 
 
+@pytest.mark.slow
 def test_a_grown_random_space_keeps_its_first_points(client, tmp_path, capsys):
     space = {"random": {"n": 4, "seed": 3, "axes": {"x": [0.0, 2.0], "offset": [0, 5]}}}
     path = recipe(tmp_path, space)
@@ -76,6 +78,7 @@ def test_a_grown_random_space_keeps_its_first_points(client, tmp_path, capsys):
     assert np.array_equal(after["x"].values[:4], before["x"].values)
 
 
+@pytest.mark.slow
 def test_a_list_grown_in_the_middle_keeps_points_by_their_values(client, tmp_path, capsys):
     rows = [{"x": 1.0, "offset": 0.0}, {"x": 2.0, "offset": 0.0}, {"x": 2.0, "offset": 0.0}]
     path = recipe(tmp_path, {"list": rows})
@@ -91,6 +94,7 @@ def test_a_list_grown_in_the_middle_keeps_points_by_their_values(client, tmp_pat
     assert list(after["started"].values[[1, 2, 4]]) == list(before["started"].values)
 
 
+@pytest.mark.slow
 def test_a_shrunk_grid_is_refused_with_the_points_it_would_drop(client, tmp_path, capsys):
     path = recipe(tmp_path, {"grid": {"x": [1.0, 2.0, 3.0], "offset": [0.0]}})
     out = tmp_path / "out.zarr"
@@ -113,6 +117,7 @@ def test_a_shrunk_grid_is_refused_with_the_points_it_would_drop(client, tmp_path
     assert "sweep_history" not in open_results(out).attrs  # started over
 
 
+@pytest.mark.slow
 def test_a_rebuild_cut_short_puts_the_old_store_back(client, tmp_path, capsys, monkeypatch):
     path = recipe(tmp_path, {"grid": {"x": [1.0, 2.0], "offset": [0.0]}})
     out = tmp_path / "out.zarr"

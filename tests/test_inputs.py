@@ -22,6 +22,7 @@ def recipe(tmp_path, fixed=None, job_file=None, env=None):
     )
 
 
+@pytest.mark.slow
 def test_a_changed_fixed_parameter_is_refused_with_the_difference(client, tmp_path, capsys):
     """Found: `--set params.fixed.scale=10.0` onto the same output ran nothing and exited 0."""
     path = recipe(tmp_path)
@@ -50,6 +51,7 @@ def test_a_changed_child_env_is_refused(client, tmp_path, capsys):
     assert rc == 2 and "child.env.JAX_ENABLE_X64: (absent) → '1'" in err, err
 
 
+@pytest.mark.slow
 def test_keep_done_runs_the_rest_with_new_inputs_and_records_why(client, tmp_path, capsys):
     path = recipe(tmp_path)
     out = tmp_path / "out.zarr"
@@ -102,6 +104,7 @@ def test_unnamed_python_sweeps_of_different_jobs_do_not_share_an_output(client, 
     assert (tmp_path / "results" / "first.zarr").exists() and (tmp_path / "results" / "second.zarr").exists()
 
 
+@pytest.mark.slow
 def test_retry_and_only_failed_run_the_failed_points_and_nothing_else(client, tmp_path, capsys):
     from sweep.recipe import Recipe
     from sweep.store import Store
@@ -180,6 +183,7 @@ def helped_job(tmp_path, scale: int) -> Path:
     return job
 
 
+@pytest.mark.slow
 def test_a_changed_file_the_job_imports_is_refused_and_force_starts_over(client, tmp_path, capsys):
     """Found: changing SCALE in the helper.py a job imports reran nothing (old values, rc 0), and
     --force ran nothing either when the recorded inputs were unchanged."""
@@ -199,6 +203,7 @@ def test_a_changed_file_the_job_imports_is_refused_and_force_starts_over(client,
     assert list(open_results(out)["value"].values) == [10.0, 20.0, 30.0]
 
 
+@pytest.mark.slow
 def test_a_job_edited_while_it_runs_records_the_version_each_point_ran(client, tmp_path, capsys):
     """Found: with the job file edited mid-run, points computed by both versions were stored as
     done under one hash, and after reverting the file nothing was ever flagged."""

@@ -36,6 +36,7 @@ def test_an_output_that_drifts_from_the_stores_schema_fails_its_point(client, ou
     assert np.isnan(ds["v"].sel(x=[2, 3]).values).all()  # nothing half-stored under a failed point
 
 
+@pytest.mark.slow
 def test_outputs_that_fit_the_store_exactly_are_done(client, out):
     ds = drift(client, out, "same")
     assert (ds["status"] == "done").all()

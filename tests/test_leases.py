@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from sweep import Sweep, leases, open_results
@@ -52,6 +53,7 @@ def test_a_killed_holder_frees_its_cores_at_once(tmp_path):
     assert mine.hold([0, 1], 2, "after") is not None
 
 
+@pytest.mark.slow
 def test_two_worker_processes_on_one_node_pin_to_different_cores(tmp_path):
     """Found: `dask worker --nworkers 2 --nthreads 1 --resources threads=1` on a 2-core host
     pinned every point to core 0, two at a time, while core 1 stayed idle."""
@@ -68,6 +70,7 @@ def test_two_worker_processes_on_one_node_pin_to_different_cores(tmp_path):
     assert not overlapping_pairs_share_no_core(ds)
 
 
+@pytest.mark.slow
 def test_two_sweeps_at_once_on_one_host_never_share_a_core(tmp_path):
     procs, outputs = [], []
     for name in ("left", "right"):

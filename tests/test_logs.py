@@ -4,6 +4,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from sweep import Sweep, open_results
@@ -35,6 +36,7 @@ def logs(capsys, *args):
     return rc, capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_logs_of_a_point_that_succeeded_and_of_every_attempt_of_one_that_failed(client, tmp_path, capsys):
     out = run_chatty(tmp_path, capsys)
     rc, text = logs(capsys, str(out), "--where", "x=0", "--where", "y=a")
@@ -71,6 +73,7 @@ def test_logs_where_names_the_axes_on_a_typo(client, tmp_path, capsys):
     assert rc == 2 and "AXIS one of ['x', 'y']" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_logs_follow_streams_a_running_point_through_its_retry(tmp_path):
     """Detached sweep; `sweep logs --follow` of a point printing every 0.3 s shows its lines
     while it runs (before the point ends), each exactly once, both attempts, then exits 0."""
@@ -125,6 +128,7 @@ def test_logs_follow_streams_a_running_point_through_its_retry(tmp_path):
     assert again.returncode == 0 and again.stdout.count("tick 11") == 2
 
 
+@pytest.mark.slow
 def test_logs_follow_wants_one_point(client, tmp_path, capsys):
     out = run_chatty(tmp_path, capsys)
     assert main(["logs", str(out), "--where", "x=1", "--follow"]) == 2

@@ -13,6 +13,7 @@ def test_report_outside_a_sweep_does_nothing():
     report(step=1, loss=0.5)  # no child, no error
 
 
+@pytest.mark.slow
 def test_reports_stream_to_the_client_before_the_job_ends(client, tmp_path):
     s = Sweep(
         f"{JOBS}:reporting",
@@ -34,6 +35,7 @@ def test_reports_stream_to_the_client_before_the_job_ends(client, tmp_path):
     assert list(history[history["x"] == 2.0]["objective"]) == [2.0 * (i + 1) for i in range(6)]
 
 
+@pytest.mark.slow
 def test_history_of_a_killed_job_is_kept(client, tmp_path):
     s = Sweep(
         f"{JOBS}:reporting",
@@ -47,6 +49,7 @@ def test_history_of_a_killed_job_is_kept(client, tmp_path):
     assert list(history["step"]) == [0, 1, 2] and list(history["objective"]) == [1.0, 2.0, 3.0]
 
 
+@pytest.mark.slow
 def test_cancel_keeps_finished_points_and_a_rerun_finishes_the_rest(client, tmp_path):
     params = {"grid": {"x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}, "fixed": {"steps": 2, "seconds": 0.5}}
     s = Sweep(f"{JOBS}:reporting", params, output=tmp_path / "c.zarr")

@@ -88,6 +88,7 @@ def test_concurrent_one_core_jobs_run_on_disjoint_cores(client, out):
     assert overlapping >= 1
 
 
+@pytest.mark.slow
 @needs_two
 def test_two_core_jobs_never_overlap(client, out):
     s = Sweep(
@@ -136,6 +137,7 @@ def test_prewarm_starts_one_child_per_k_cores_with_jax_imported_and_jobs_reuse_t
         pool.teardown()
 
 
+@pytest.mark.slow
 def test_prewarm_false_leaves_the_first_job_to_import_jax(client, tmp_path):
     params = {"zip": {"seed": [0]}}
     on = Sweep(

@@ -98,6 +98,7 @@ def test_killed_submit_resumes_running_only_the_rest_and_matches_an_uninterrupte
     xr.testing.assert_equal(after[OUTPUTS], reference[OUTPUTS])
 
 
+@pytest.mark.slow
 def test_cli_submit_status_results_on_a_finished_sweep(tmp_path, capsys):
     recipe = resumable_recipe(tmp_path, name="cli")
     out = tmp_path / "out.zarr"
@@ -115,6 +116,7 @@ def test_cli_submit_status_results_on_a_finished_sweep(tmp_path, capsys):
     assert main(["submit", str(recipe), "--no-progress"]) == 0
 
 
+@pytest.mark.slow
 def test_a_changed_space_is_refused_unless_forced(tmp_path, capsys):
     recipe = resumable_recipe(tmp_path, name="changing")
     quiet = ["--no-progress", "--set", "cluster.dashboard=127.0.0.1:0"]
@@ -156,6 +158,7 @@ def test_a_notebook_callable_is_sent_by_value(client, tmp_path):
     assert list(ds["b"].values) == [3.0, 6.0]
 
 
+@pytest.mark.slow
 def test_a_new_store_opens_while_the_local_cluster_starts(tmp_path, monkeypatch):
     """A new store on the local default is created in a thread of its own while the cluster
     starts in the caller's; a store with nothing left to do opens in the caller's thread and

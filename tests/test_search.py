@@ -171,6 +171,7 @@ def test_a_misnamed_objective_fails_the_first_trial_and_stops_the_search(client,
     assert status.count("failed") >= 1 and status.count("pending") >= 12  # it did not run 20 failing trials
 
 
+@pytest.mark.slow
 def test_a_search_grows_keeping_its_trials(client, out):
     Sweep(f"{JOBS}:descend", search(4, prune=False), output=out).run(client=client, progress=False)
     before = open_results(out)
@@ -257,6 +258,7 @@ def test_search_axes_categorical_and_integer_reach_the_job(client, out):
     assert (ds["value"] == ds["x"]).all()  # chatty returns x: the integer reached the job
 
 
+@pytest.mark.slow
 def test_a_new_store_never_reuses_a_study_left_next_to_it(client, out):
     """A store made afresh (first run, or cleared by --force) starts a new study even when a
     journal of an earlier store is next to it; a plain rerun resumes the study."""
@@ -286,6 +288,7 @@ def test_logs_select_a_trial_by_its_number(client, out, capsys):
     assert "one of ['trial', 'x']" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_seeded_search_resumed_three_times_never_repeats_a_trial(client, out):
     """Found: re-creating a seeded sampler replayed its stream, so with seed 0 growing 4 -> 8
     trials made trials 4-7 equal to 0-3, and a retry put copies of done trials in failed slots."""
@@ -321,6 +324,7 @@ def test_a_nan_objective_is_failed_in_the_study_and_in_the_store(client, out):
     assert "objective loss is nan" in ds["error"].values[ds["lr"].values > 1.0][0]
 
 
+@pytest.mark.slow
 def test_a_corrupt_journal_is_refused_before_anything_changes_and_a_lost_one_is_rebuilt(client, out):
     """Found: a corrupt journal line gave a traceback after the store had grown and a cluster
     started; a deleted journal was recreated silently, forgetting the done trials."""

@@ -63,6 +63,7 @@ def test_a_job_without_cpu_for_the_stall_time_is_killed_with_its_stacks():
     assert not child.alive()
 
 
+@pytest.mark.slow
 def test_a_busy_job_is_not_stalled():
     out, _ = run_alone("busy", {"x": 0, "seconds": 3.0}, Limits(stall=1.0))
     assert out.status == "done", out.error

@@ -16,6 +16,7 @@ def test_chunks_hold_about_a_tenth_of_a_second_of_work_and_leave_the_end_to_ever
     assert chunk_size([0.0005], left=40, slots=2) == 10  # the end: a fair share of what is left
 
 
+@pytest.mark.slow
 def test_a_sweep_never_has_more_than_its_window_in_flight_and_runs_every_point(
     client: Client, tmp_path, monkeypatch
 ):
