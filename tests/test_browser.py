@@ -69,9 +69,9 @@ def test_dashboard_and_sweep_page_render_a_running_sweep(client, tmp_path):
 
         page.goto(f"{base}/sweep")
         page.wait_for_selector("text=browser", timeout=30_000)
-        wait_for(lambda: "running" in page.inner_text("#sweeps"), timeout=60)
+        wait_for(lambda: "running" in page.inner_text("#sweeps"), seconds=60)
         page.wait_for_selector("table.heat td", timeout=30_000)
-        wait_for(lambda: page.locator("table.heat td").first.inner_text() != "", timeout=60)
+        wait_for(lambda: page.locator("table.heat td").first.inner_text() != "", seconds=60)
         text = page.inner_text("#sweeps")
         page.screenshot(path=str(ARTIFACTS / "sweep-page.png"), full_page=True)
     assert "6 points" in text and "peak threads" in text and "objective" in text
@@ -92,12 +92,12 @@ def test_the_sweep_page_of_a_search_draws_best_so_far_and_running_curves(client,
         output=tmp_path / "s.zarr",
     )
     with watching(client, s) as (page, base):
-        wait_for(lambda: page.goto(f"{base}/sweep").ok, timeout=60)  # once the sweep added its page
+        wait_for(lambda: page.goto(f"{base}/sweep").ok, seconds=60)  # once the sweep added its page
         page.wait_for_selector("text=browsersearch", timeout=30_000)
         # two trials done: the best-so-far line; trials running: their curves in colour
-        wait_for(lambda: page.locator("svg#best polyline").count() == 1, timeout=90)
-        wait_for(lambda: page.locator("svg#best circle").count() >= 2, timeout=90)
-        wait_for(lambda: page.locator("svg#curves polyline.running-curve").count() >= 1, timeout=60)
+        wait_for(lambda: page.locator("svg#best polyline").count() == 1, seconds=90)
+        wait_for(lambda: page.locator("svg#best circle").count() >= 2, seconds=90)
+        wait_for(lambda: page.locator("svg#curves polyline.running-curve").count() >= 1, seconds=60)
         text = page.inner_text("#sweeps")
         page.screenshot(path=str(ARTIFACTS / "sweep-search-page.png"), full_page=True)
     assert "best loss so far (min)" in text and "40 points" in text and "lr" in text
