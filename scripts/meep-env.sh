@@ -5,6 +5,8 @@
 # /usr/bin/python3 against numpy 1.x), so this is a venv over that Python with its site
 # packages, numpy<2 (numpy 2 would break Meep's compiled extension), autograd (which
 # meep.adjoint imports even for its JAX wrapper), and this project installed into it.
+# IPython stays below 9 there: Debian 12's matplotlib (3.6) calls IPython's backend2gui, which
+# IPython 9 removed, so plotting in a notebook kernel of that environment fails without it.
 # MEEP_PYTHON picks another Python that has Meep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,5 +20,5 @@ fi
 venv=${1:-.venv-meep}
 rm -rf "$venv"
 "$python" -m venv --system-site-packages "$venv"
-"$venv/bin/python" -m pip install -q "numpy<2" -e '.[meep,test-core]'
+"$venv/bin/python" -m pip install -q "numpy<2" "ipython<9" -e '.[meep,test-core]'
 "$venv/bin/python" -c "import numpy, jax, meep; print('Meep', meep.__version__, 'numpy', numpy.__version__, 'jax', jax.__version__, 'in $venv')" 2>/dev/null
