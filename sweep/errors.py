@@ -2,8 +2,10 @@
 
 Each subclass's message says what is wrong, where (the recipe key, the path, the option)
 and how to fix it. The CLI prints any :class:`SweepError` as one ``sweep CMD: error: ...``
-line and exits with code 2; nothing has been started or written when one is raised.
-Standard library only: the child imports this package before pinning.
+line and exits with its ``exit_code``: 2 for bad input (nothing started or written), 1 for a
+sweep that could not go on (a batch submission refused, a search stopped, its store moved),
+3 for a full disk (what was written is kept). Standard library only: the child imports this
+package before pinning.
 """
 
 from __future__ import annotations

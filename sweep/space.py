@@ -3,6 +3,7 @@
 * :class:`Grid` - the product of named axes; dataset dims are the axes themselves.
 * :class:`Zip`, :class:`Explicit`, :class:`Random`, :class:`LatinHypercube` - a list of
   points along one dim, ``point``, with each parameter as a coordinate on it.
+* :class:`Trials` - a search's trials along ``trial``, their parameters chosen as they start.
 
 Every point has an ``index`` (its position in the dataset's sweep dims) and an ``id``, a
 hash of its parameters that does not depend on the order of axes or points.
