@@ -34,7 +34,7 @@ from typing import Any, TextIO
 
 from sweep.errors import SweepError, UsageError
 from sweep.logs import log_to_stderr
-from sweep.store.layout import METADATA
+from sweep.store.layout import read_attrs
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -427,8 +427,6 @@ def _ls_args(q: argparse.ArgumentParser) -> None:
 
 @command("ls", "every result store under a folder: counts, running or not, size", _ls_args, prints=True)
 def _ls(args: argparse.Namespace) -> int:
-    import json
-
     from sweep import driver
     from sweep.protocol import NOT_DONE
     from sweep.store import last_run, lost_points
@@ -439,7 +437,7 @@ def _ls(args: argparse.Namespace) -> int:
         raise UsageError(f"{root} is not a folder; give the folder holding your stores (default: results)")
     rows = []
     for path in driver.stores(root):
-        attrs = json.loads((path / METADATA).read_text()).get("attributes", {})
+        attrs = read_attrs(path)
         try:
             c = driver.counts(path)
             damaged = int(lost_points(path).sum())

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import SweepError, UsageError
-from sweep.store.layout import LOG_NAME, METADATA, STATE_NAME, is_store
+from sweep.store.layout import LOG_NAME, METADATA, STATE_NAME, is_store, read_attrs
 from sweep.store.lock import holder, locked
 
 CREDENTIALS_PREFIX = "sweep-driver-"  # then host, pid: a driver's TLS client credentials
@@ -409,7 +409,7 @@ def stores(root: Path, depth: int = 4) -> Iterator[Path]:
     meta = root / METADATA
     if meta.exists():
         try:
-            if "sweep_name" in json.loads(meta.read_text()).get("attributes", {}):
+            if "sweep_name" in read_attrs(root):
                 yield root
                 return
         except (OSError, ValueError):

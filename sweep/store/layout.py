@@ -18,8 +18,10 @@ Standard library only.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 METADATA = "zarr.json"
 LOCK_NAME = ".sweep.lock"
@@ -33,6 +35,12 @@ NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME, LOGS)  # kept through a 
 def is_store(path: Path) -> bool:
     """Whether ``path`` holds a store (its group metadata)."""
     return (path / METADATA).exists()
+
+
+def read_attrs(path: Path) -> dict[str, Any]:
+    """The attributes of the store at ``path``, from its group metadata (ValueError when that
+    file is not JSON, OSError when it can't be read)."""
+    return dict(json.loads((path / METADATA).read_text()).get("attributes", {}))
 
 
 def staging(path: Path) -> Path:

@@ -571,7 +571,7 @@ def _changed_inputs(
 
 def _read_attrs(path: Path) -> dict[str, Any]:
     try:
-        return dict(json.loads((path / METADATA).read_text()).get("attributes", {}))
+        return layout.read_attrs(path)
     except json.JSONDecodeError:
         integrity.check_metadata(path)
         raise
