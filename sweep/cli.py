@@ -574,7 +574,7 @@ def _status(args: argparse.Namespace) -> int:
         f"{args.output}: sweep {ds.attrs.get('sweep_name')} ({ds.attrs.get('sweep_space')}), {total} points"
     )
     print(f"  {last_run(args.output, ds.attrs)}")
-    # the driver publishes its running points every few seconds: those the store already
+    # the driver publishes its running points every SWEEP_REFRESH_S: those the store already
     # holds as ended are not running any more
     stored = ds["status"].values
     running = [p for p in _running(Path(args.output)) if stored[tuple(p["index"])] == "pending"]

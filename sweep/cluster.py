@@ -31,13 +31,12 @@ from urllib.parse import urlsplit, urlunsplit
 import dask.config
 from distributed import Client, Scheduler, SpecCluster
 
-from sweep import jobqueue
+from sweep import cadence, jobqueue
 from sweep.errors import SweepError, SweepWarning
 from sweep.localworker import QUIET, LocalWorker
 from sweep.recipe import ClusterSettings
 from sweep.submissions import SubmissionWatch
 
-RESUBMIT_S = 5.0
 log = logging.getLogger(__name__)
 
 
@@ -191,15 +190,17 @@ def scale(cluster: Any, settings: ClusterSettings) -> None:
 
 
 def _resubmit_lost_jobs(
-    cluster: Any, watch: SubmissionWatch, stop: threading.Event, every: float = RESUBMIT_S
+    cluster: Any, watch: SubmissionWatch, stop: threading.Event, every: float | None = None
 ) -> None:
     """Replace batch jobs that ended under us (walltime, preemption, scancel) or whose
     submission failed (``watch`` gives up after too many failures).
 
     A lost worker leaves the cluster's live jobs (after ``distributed.deploy.lost-worker-timeout``)
     but stays in its spec; re-asking for the same number of workers submits a job for each
-    one missing. Dask then reruns the lost points on the new workers.
+    one missing. Dask then reruns the lost points on the new workers. Looks every ``every``
+    seconds (:func:`cadence.resubmit_s` when not given).
     """
+    every = cadence.resubmit_s() if every is None else every
     while not stop.wait(every):
         if cluster.status.name == "running" and watch.fatal is None:
             watch.forget_failed(cluster)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from distributed import Client, as_completed
 
-from sweep import driver, events, limits, plan, provenance, search
+from sweep import cadence, driver, events, limits, plan, provenance, search
 from sweep.capped import multipliers
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 # The client looks for results every POLL_MIN_S while they come, backing off to POLL_MAX_S
 # when none does (a job's next task is queued on its worker already: the wait costs no core).
 POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
-RUNNING_EVERY_S = 2.0  # how often a running sweep tells `sweep status` its running points
-REFILL_EVERY_S = 2.0  # how often the window is topped up besides when points finish
 SEARCH_QUEUE = 2  # a search's trials in flight beyond the cluster's job slots
 
 
@@ -367,19 +365,20 @@ class Execution:
         self._mark("first_submit")
         done = as_completed(window.fill(), with_results=True, raise_errors=False)
         published = filled = time.monotonic()
+        every = cadence.refresh_s()
         idle_s = POLL_MIN_S
         try:
             while not done.is_empty():
                 self._prune(client, window)
-                if time.monotonic() - filled >= REFILL_EVERY_S:  # workers may have joined
+                if time.monotonic() - filled >= every:  # workers may have joined
                     for future in window.fill():
                         done.add(future)
                     filled = time.monotonic()
-                if time.monotonic() - published >= RUNNING_EVERY_S and not writer.store.intact():
+                if time.monotonic() - published >= every and not writer.store.intact():
                     self._stop(client, window)
                     writer.drop()  # nowhere to write them
                     writer.store.check_intact()
-                if self.progress is not None and time.monotonic() - published >= RUNNING_EVERY_S:
+                if self.progress is not None and time.monotonic() - published >= every:
                     driver.publish(
                         self.output,
                         running=self.progress.running_points(),

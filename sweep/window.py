@@ -25,7 +25,7 @@ from typing import Any
 
 from distributed import Client, Future
 
-from sweep import plan
+from sweep import cadence, plan
 from sweep.pool import run_points
 from sweep.protocol import PointRecord
 from sweep.task import PointTask
@@ -34,7 +34,6 @@ MIN_IN_FLIGHT = 16
 IN_FLIGHT_PER_SLOT = 4
 TARGET_TASK_S = 0.1
 MAX_CHUNK = 256
-SLOTS_EVERY_S = 2.0
 
 
 def chunk_size(walls: Sequence[float], left: int, slots: int) -> int:
@@ -75,12 +74,13 @@ class Window:
         self.walls: list[float] = []  # job wall times of the last finished points
         self._held: PointTask | None = None
         self._slots = (0, -math.inf)  # job slots, and when they were counted
+        self._every = cadence.refresh_s()
 
     def slots(self, threads: int) -> int:
         """How many jobs of ``threads`` cores the cluster's workers can run at once (counted at
-        most every SLOTS_EVERY_S: it asks the scheduler)."""
+        most every :func:`cadence.refresh_s`: it asks the scheduler)."""
         count, when = self._slots
-        if time.monotonic() - when >= SLOTS_EVERY_S:
+        if time.monotonic() - when >= self._every:
             workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
             count = sum(int(w.get("resources", {}).get("threads", 0)) // threads for w in workers)
             self._slots = (count, time.monotonic())

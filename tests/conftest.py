@@ -1,9 +1,15 @@
 """Fixtures shared by the tests; the helpers they use are in tests/helpers.py."""
 
+import os
+
 import pytest
 from distributed import Client
 
 from sweep.cluster import local_cluster
+
+# a running sweep publishes, refills and recounts every 0.5 s instead of 2 s (sweep/cadence.py),
+# so that tests waiting for what it publishes wait less; CLI runs inherit it
+os.environ.setdefault("SWEEP_REFRESH_S", "0.5")
 
 
 @pytest.fixture(scope="session")

@@ -78,7 +78,7 @@ def test_cancel_stops_a_detached_sweep_kills_its_children_and_a_rerun_resumes(tm
     started = cli("submit", str(path), "--detach")
     assert started.returncode == 0, started.stderr
     wait_for(lambda: len(list(marks.iterdir())) >= 2)  # two points running
-    wait_for(lambda: "running  2" in cli("status", str(out)).stdout, seconds=30)  # told every 2 s
+    wait_for(lambda: "running  2" in cli("status", str(out)).stdout, seconds=30)  # told every SWEEP_REFRESH_S
     status = cli("status", str(out))
     assert "running now" in status.stdout and "running  2" in status.stdout, status.stdout
     done = int((open_results(out)["status"] == "done").sum())
