@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from sweep._lazy import lazy_attributes
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time the names load lazily
+    from sweep.child.checkpoints import checkpoint, restore
     from sweep.child.reporting import report
     from sweep.cluster import local_cluster
     from sweep.errors import SweepError
@@ -33,6 +34,8 @@ __getattr__ = lazy_attributes(
         "report_history": "sweep.store.results",
         "unpadded": "sweep.store.results",
         "report": "sweep.child.reporting",
+        "checkpoint": "sweep.child.checkpoints",
+        "restore": "sweep.child.checkpoints",
         "Pruned": "sweep.protocol",
         "Recipe": "sweep.recipe",
         "RecipeError": "sweep.recipe",
@@ -48,10 +51,12 @@ __all__ = [
     "SweepError",
     "SweepRun",
     "__version__",
+    "checkpoint",
     "local_cluster",
     "open_results",
     "report",
     "report_history",
+    "restore",
     "run",
     "unpadded",
 ]

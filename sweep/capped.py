@@ -44,13 +44,29 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from sweep import protocol
 from sweep.job import JobRef
-from sweep.protocol import Exit, JobDone, JobFailed, PointRecord, Prune, Ready, Report, RunJob, Status
+from sweep.protocol import (
+    Checkpoint,
+    Exit,
+    JobDone,
+    JobFailed,
+    PointRecord,
+    Prune,
+    Ready,
+    Report,
+    RestoreAsk,
+    Restored,
+    RunJob,
+    Status,
+)
+
+if TYPE_CHECKING:
+    from sweep.checkpoints import PointCheckpoints
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +175,7 @@ class Limits:
     max_threads: int | None = None  # OS threads of the tree -> status "killed"
     stall: float | None = None  # seconds without CPU time used by the tree -> status "stalled"
     log_bytes: int = 1 << 20  # what the job printed is kept, up to its last this many bytes
+    checkpoint_bytes: int = 64 << 20  # a sweep.checkpoint() state may pickle to this much
 
     def exceeded(
         self, elapsed: float, rss: int, threads: int, idle: float = 0.0
@@ -385,6 +402,7 @@ class Child:
         limits: Limits = Limits(),
         attempt: int = 1,
         on_report: Callable[[Report], None] | None = None,
+        checkpoints: PointCheckpoints | None = None,
     ) -> PointRecord:
         """Run one job and return what became of it; never raises for the job's own faults.
 
@@ -393,7 +411,10 @@ class Child:
         measurements, and a child that died by itself is described by ``signal`` or
         ``exit_code`` and ``output_tail``; after any of these the child is gone. Each
         :func:`sweep.report` of the job is kept in ``reports`` (tagged with ``attempt``) and
-        passed to ``on_report`` as it arrives. ``index`` is left empty for the caller.
+        passed to ``on_report`` as it arrives. Each :func:`sweep.checkpoint` goes to
+        ``checkpoints`` (counted in ``checkpoints``), and :func:`sweep.restore` is answered from
+        it (None without one; ``resumed_from`` says which). ``index`` is left empty for the
+        caller.
         """
         self.jobs_run += 1
         self.attempt = attempt
@@ -403,11 +424,11 @@ class Child:
         record = PointRecord(index=(), cores=self.cores, pid=self.pid, started=time.time())
         t0 = time.monotonic()
         try:
-            protocol.send(self._req_w, RunJob(job, dict(kwargs)))
+            protocol.send(self._req_w, RunJob(job, dict(kwargs), limits.checkpoint_bytes))
         except OSError:
             self._record_death(record)
         else:
-            self._watch(record, limits, t0, attempt, on_report)
+            self._watch(record, limits, t0, attempt, on_report, checkpoints)
         if not record.logs:
             record.logs = [self.log_text(limits.log_bytes)]
         record.finished = time.time()
@@ -422,6 +443,7 @@ class Child:
         t0: float,
         attempt: int,
         on_report: Callable[[Report], None] | None,
+        checkpoints: PointCheckpoints | None = None,
     ) -> None:
         """Wait for the job's end, sampling the tree every SAMPLE_S and enforcing ``limits``."""
         deadline = t0 + limits.timeout if limits.timeout else math.inf
@@ -429,7 +451,7 @@ class Child:
         cpu, busy = -1.0, t0  # the tree's CPU seconds at the last sample; when they last grew
         while True:
             if self._wait_readable(min(SAMPLE_S, deadline - time.monotonic())):
-                if self._take_reply(record, attempt, on_report):
+                if self._take_reply(record, attempt, on_report, checkpoints):
                     break
                 continue
             threads, rss, cpu_now = self._sample()
@@ -456,7 +478,11 @@ class Child:
                 self._record_kill(record, *hit)
 
     def _take_reply(
-        self, record: PointRecord, attempt: int, on_report: Callable[[Report], None] | None
+        self,
+        record: PointRecord,
+        attempt: int,
+        on_report: Callable[[Report], None] | None,
+        checkpoints: PointCheckpoints | None = None,
     ) -> bool:
         """Read one message; True when it ended the job (a reply, or the child's death)."""
         try:
@@ -468,6 +494,19 @@ class Child:
             record.reports.append(reply.row(attempt))
             if on_report is not None:
                 on_report(reply)
+            return False
+        if isinstance(reply, Checkpoint):
+            record.checkpoints += 1
+            if checkpoints is not None:
+                checkpoints.save(reply.data, attempt, reply.time)
+            return False
+        if isinstance(reply, RestoreAsk):
+            last = checkpoints.last() if checkpoints is not None else None
+            record.resumed_from = last.number if last is not None else 0
+            try:
+                protocol.send(self._req_w, Restored(last))
+            except OSError:  # the child died meanwhile: the next read says so
+                pass
             return False
         m = reply.metrics
         record.wall_s, record.cpu_s, record.cores = m.wall_s, m.cpu_s, m.cores

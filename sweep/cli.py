@@ -376,7 +376,10 @@ def _logs(args: argparse.Namespace) -> int:
         return EXIT_OK
     shown = 0
     made = int(ds["attempts"].values[np.isin(ds["point_id"].values, ids)].max(initial=0))
+    notes = _went_on(ds, ids)
     for pid in ids:
+        if pid in notes:
+            print(f"==> point {pid}: {notes[pid]} <==")
         folder = output / LOGS / pid
         files = sorted(folder.glob("*.txt"), key=lambda f: int(f.stem)) if folder.is_dir() else []
         for f in files:
@@ -390,6 +393,23 @@ def _logs(args: argparse.Namespace) -> int:
     if not shown:
         print(f"no output kept for the {len(ids)} point(s) selected (they printed nothing, or have not run)")
     return EXIT_OK
+
+
+def _went_on(ds: Any, ids: Any) -> dict[str, str]:
+    """How the selected points went on after an interruption: the checkpoint their last attempt
+    resumed from, and how often they were requeued (stores made before these were kept: none)."""
+    if "resumed_from" not in ds or "requeued" not in ds:
+        return {}
+    wanted = set(ids)
+    notes = {}
+    for pid, resumed, requeued in zip(
+        ds["point_id"].values.ravel(), ds["resumed_from"].values.ravel(), ds["requeued"].values.ravel()
+    ):
+        said = [f"resumed from checkpoint {int(resumed)}"] if resumed else []
+        said += [f"requeued {int(requeued)} time(s), its worker lost"] if requeued else []
+        if pid in wanted and said:
+            notes[str(pid)] = ", ".join(said)
+    return notes
 
 
 def _follow(output: Path, ds: Any, ids: Any) -> bool:
@@ -584,6 +604,13 @@ def _status(args: argparse.Namespace) -> int:
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")
     _print_running(ds, running)
+    for name, how in (
+        ("resumed_from", "resumed from a checkpoint"),
+        ("requeued", "requeued, their worker lost"),
+    ):
+        went_on = int((ds[name] > 0).sum()) if name in ds else 0
+        if went_on:
+            print(f"  {how}: {went_on} points")
     if counts["damaged"]:
         print(f"  damaged  {counts['damaged']} (done, but their stored outputs are missing or unreadable; "
               "`sweep submit` again recomputes them)")  # fmt: skip

@@ -78,6 +78,8 @@ class SweepPage(SchedulerPlugin):
                 curve = point.setdefault("curve", [])
                 curve.append([event.step if event.step is not None else len(curve), event.values[metric]])
                 del curve[:-CURVE_POINTS]
+        elif isinstance(event, events.CheckpointSaved):
+            point["checkpoint"] = event.number
         elif isinstance(event, events.TrialTold):
             point.update(params=event.params, trial=event.state, values=list(event.values))
             ended = {"complete": "done", "pruned": "pruned", "fail": "failed"}.get(event.state)

@@ -2,7 +2,7 @@
 
 They travel as Dask structured events (``log_event``) on the topic ``sweep-<name>``: the
 client announces the sweep (:class:`SweepAnnounced`), a worker announces each point's start,
-each :func:`sweep.report` and its end. The progress display (client side, through
+each :func:`sweep.report`, each checkpoint saved and its end. The progress display (client side, through
 ``subscribe_topic``) and the ``/sweep`` dashboard page (a scheduler plugin) read them back
 with :func:`from_msg`. Dask carries plain mappings, so each event is sent as
 ``{"event": <kind>, **fields}`` and rebuilt here; no one else reads the mapping.
@@ -92,6 +92,17 @@ class PointEnded:
 
 
 @dataclass(frozen=True)
+class CheckpointSaved:
+    """A point's job saved checkpoint ``number`` (the state itself waits on the scheduler,
+    :mod:`sweep.checkpoints`)."""
+
+    index: tuple[int, ...]
+    number: int
+    attempt: int
+    size: int
+
+
+@dataclass(frozen=True)
 class TrialTold:
     """The client's word on a search trial: its parameters once asked (``state`` "running",
     ``values`` empty), then how the study was told it ended (complete, pruned or fail) with its
@@ -110,8 +121,9 @@ class PointsEnded:
     ends: tuple[PointEnded, ...]
 
 
-Event = SweepAnnounced | PointStarted | PointReported | PointEnded | PointsEnded | TrialTold
+Event = SweepAnnounced | PointStarted | PointReported | PointEnded | PointsEnded | TrialTold | CheckpointSaved
 _KINDS: dict[str, type] = {
+    "checkpoint": CheckpointSaved,
     "sweep": SweepAnnounced,
     "start": PointStarted,
     "report": PointReported,

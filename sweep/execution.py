@@ -32,6 +32,7 @@ from distributed import Client, as_completed
 
 from sweep import cadence, driver, events, limits, plan, provenance, search
 from sweep.capped import multipliers
+from sweep.checkpoints import RunCheckpoints
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
 from sweep.dashboard import SweepPage
 from sweep.errors import SweepWarning
@@ -91,6 +92,7 @@ class Execution:
         self._fatal: str | None = None  # why the cluster can't go on (set from another thread)
         self._search: search.Study | None = None  # a search's study while it runs
         self._search_stopped: str | None = None  # why a search stopped early
+        self._checkpoints = RunCheckpoints("")  # the running run's (set as it starts)
         self._t0 = time.monotonic()
 
     def execute(self, client: Client | None) -> Any:
@@ -268,6 +270,7 @@ class Execution:
         client.log_event(topic, events.to_msg(plan.announcement(self.loaded, todo)))
         total = len(self.loaded.space)
         token = uuid.uuid4().hex[:6]
+        self._checkpoints = saved = RunCheckpoints(token)
         study = self._study()
         with SweepProgress(total, total - len(todo), enabled=self.options.progress) as bar:
             self.progress = bar
@@ -275,13 +278,14 @@ class Execution:
             def on_event(message: Any) -> None:
                 event = events.from_msg(message[1])
                 bar.on_event(event)
+                saved.heard(event)
                 if study is not None and isinstance(event, events.PointReported):
                     study.heard(event.index, event.step, event.values)
 
             client.subscribe_topic(topic, on_event)
             threads = self.recipe.resources.threads
             if study is None:
-                tasks = plan.tasks(self.loaded, todo, run=token, config=config)
+                tasks = saved.carried(store, plan.tasks(self.loaded, todo, run=token, config=config))
                 window = Window(client, tasks, len(todo), self.loaded.space.names, token, threads=threads)
             else:
                 for told in study.history():
@@ -291,7 +295,9 @@ class Execution:
                     store.set_params(slot, params)
                     client.log_event(topic, events.to_msg(events.TrialTold(slot, params, "running")))
 
-                tasks = study.tasks(todo, plan.task_maker(self.loaded, token, config), asked)
+                tasks = saved.carried(
+                    store, study.tasks(todo, plan.task_maker(self.loaded, token, config), asked)
+                )
                 window = Window(
                     client,
                     tasks,
@@ -385,13 +391,16 @@ class Execution:
                         batch_jobs=driver.batch_jobs(client),
                     )
                     published = time.monotonic()
+                self._checkpoints.keep(client, writer.store)
                 if self.cancel.is_set():
                     writer.store.keep_logs(self._stop(client, window))
+                    self._checkpoints.keep(client, writer.store)  # those saved as it was cancelled
                     break
                 batch = done.next_batch(block=False)
                 for future, result in batch:
                     self._mark("first_result")
-                    writer.add(self._told(client, window.finished(future, result)))
+                    records = self._checkpoints.ended(client, window.finished(future, result))
+                    writer.add(self._told(client, records))
                 if batch:
                     for future in window.fill():
                         done.add(future)

@@ -75,6 +75,7 @@ def task_maker(
         max_threads=allowed if r.on_thread_overflow == "fail" else None,
         stall=r.stall,
         log_bytes=recipe.child.log_bytes,
+        checkpoint_bytes=r.checkpoint_bytes,
     )
     config = config or child_config(recipe)
 

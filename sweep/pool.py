@@ -31,14 +31,15 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from distributed import WorkerPlugin, get_worker
+from distributed import WorkerPlugin, get_client, get_worker
 
 from sweep import _compat, events, leases
 from sweep.capped import Child, ChildConfig, ChildDied
+from sweep.checkpoints import PointCheckpoints, metadata_key
 from sweep.job import JobRef
 from sweep.jobqueue import batch_job_id
 from sweep.logs import log_to_stderr
-from sweep.protocol import FINISHED, LogChunk, PointRecord, StoppedAttempt
+from sweep.protocol import FINISHED, LogChunk, PointRecord, Saved, StoppedAttempt
 from sweep.task import PointTask
 
 log = logging.getLogger(__name__)
@@ -310,6 +311,7 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
     reports: list[dict[str, Any]] = []
     logs: list[str] = []
     record = PointRecord(task.index)
+    checkpoints = _checkpoints(task, say)
     for attempt in range(1, task.retries + 2):
         if task.run and task.run in pool.stopped:
             record = PointRecord(task.index, status="failed", error="cancelled")
@@ -329,6 +331,7 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
             attempt,
             lambda r, a=attempt: say(events.to_msg(events.PointReported.of(task.index, r, a))),
             started,
+            checkpoints,
         )
         reports.extend(record.reports)
         logs.extend(record.logs)
@@ -343,10 +346,26 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
         thread_budget=task.thread_budget,
         reports=reports,
         logs=logs,
+        checkpoints=checkpoints.saved,
     )
     if announce:
         say(events.to_msg(events.PointEnded.of(record)))
     return record
+
+
+def _checkpoints(task: PointTask, say: Any) -> PointCheckpoints:
+    """The point's checkpoints on this worker: sent on to the scheduler (where an attempt on
+    another worker finds them) and announced to the client (which keeps them in the store)."""
+    key = metadata_key(task.run, task.index)
+
+    def publish(saved: Saved) -> None:
+        get_client().set_metadata(key, saved.to_msg())
+        say(events.to_msg(events.CheckpointSaved(task.index, saved.number, saved.attempt, len(saved.data))))
+
+    def lookup() -> Saved | None:
+        return Saved.from_msg(get_client().get_metadata(key, default=None))
+
+    return PointCheckpoints(f"sweep {task.sweep} point {task.index}", task.checkpoint, publish, lookup)
 
 
 def on_pool(method: str, *args: Any, dask_worker: Any = None) -> Any:
@@ -370,7 +389,12 @@ def run_points(tasks: list[PointTask]) -> list[PointRecord]:
 
 
 def _attempt(
-    pool: CorePool, task: PointTask, attempt: int, on_report: Any, on_start: Any = None
+    pool: CorePool,
+    task: PointTask,
+    attempt: int,
+    on_report: Any,
+    on_start: Any = None,
+    checkpoints: PointCheckpoints | None = None,
 ) -> PointRecord:
     """One attempt at a point in a leased child (``on_start`` is called with its cores once it
     holds them); a child that can't start fails the attempt."""
@@ -381,7 +405,12 @@ def _attempt(
             if on_start is not None:
                 on_start(child.cores)
             record = child.run(
-                task.job, task.kwargs, limits=task.limits, attempt=attempt, on_report=on_report
+                task.job,
+                task.kwargs,
+                limits=task.limits,
+                attempt=attempt,
+                on_report=on_report,
+                checkpoints=checkpoints,
             )
             pool.ended(task.run, task.index, attempt, child, record)
             return record

@@ -5,7 +5,9 @@ pickle of one of the dataclasses below:
 
 * parent -> child: :class:`RunJob` (a job and its keyword arguments) or :class:`Exit`;
 * child -> parent: :class:`Ready` once, after start-up; then for each job any number of
-  :class:`Report` (one per :func:`sweep.report` call) and one :class:`JobDone` or
+  :class:`Report` (one per :func:`sweep.report` call), :class:`Checkpoint` (one per
+  :func:`sweep.checkpoint` call) and :class:`RestoreAsk` (answered by the parent with a
+  :class:`Restored`, :func:`sweep.restore`), and one :class:`JobDone` or
   :class:`JobFailed`, each carrying the child's :class:`Metrics` for that job and the user's
   source files it ran (:mod:`sweep.child.sources`).
 
@@ -42,10 +44,12 @@ class Pruned(Exception):
 # -- parent -> child ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunJob:
-    """Run ``job(**kwargs)`` and answer with a JobDone or JobFailed."""
+    """Run ``job(**kwargs)`` and answer with a JobDone or JobFailed; a checkpoint the job saves
+    may pickle to at most ``checkpoint_bytes``."""
 
     job: JobRef
     kwargs: dict[str, Any]
+    checkpoint_bytes: int = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,13 @@ class Prune:
     raises :class:`sweep.Pruned`. One that arrives after that job ended is ignored."""
 
     job: int
+
+
+@dataclass(frozen=True)
+class Restored:
+    """The answer to a :class:`RestoreAsk`: the point's last checkpoint, or None."""
+
+    checkpoint: Saved | None
 
 
 # -- child -> parent ----------------------------------------------------------------------
@@ -80,6 +91,41 @@ class Report:
     def row(self, attempt: int) -> dict[str, Any]:
         """The report as stored (``reports`` JSON) and shown: step, time, attempt, values."""
         return {"step": self.step, "time": self.time, "attempt": attempt, **self.values}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One :func:`sweep.checkpoint` call: the job's state, pickled in the child."""
+
+    data: bytes
+    time: float
+
+
+@dataclass(frozen=True)
+class RestoreAsk:
+    """:func:`sweep.restore` asks for the point's last checkpoint (a :class:`Restored` answers)."""
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A point's checkpoint as kept: its ``number`` (1, 2, ... over every attempt and run of the
+    point), the ``attempt`` that saved it, when, and the pickled state. Crosses worker ->
+    scheduler -> client as :meth:`to_msg` (Dask's metadata carries plain mappings)."""
+
+    number: int
+    attempt: int
+    time: float
+    data: bytes
+
+    def to_msg(self) -> dict[str, Any]:
+        return {"number": self.number, "attempt": self.attempt, "time": self.time, "data": self.data}
+
+    @classmethod
+    def from_msg(cls, msg: Any) -> Saved | None:
+        """The checkpoint of a :meth:`to_msg` mapping; None for None (no checkpoint)."""
+        if msg is None:
+            return None
+        return cls(int(msg["number"]), int(msg["attempt"]), float(msg["time"]), bytes(msg["data"]))
 
 
 @dataclass(frozen=True)
@@ -117,8 +163,8 @@ class JobFailed:
     sources: dict[str, str] = field(default_factory=dict)
 
 
-Request = RunJob | Exit | Prune
-Reply = Ready | Report | JobDone | JobFailed
+Request = RunJob | Exit | Prune | Restored
+Reply = Ready | Report | Checkpoint | RestoreAsk | JobDone | JobFailed
 
 
 def send(fd: int, message: Request | Reply) -> None:
@@ -219,6 +265,17 @@ class PointRecord:
     inputs: str = field(
         default="",
         metadata=_stored("str", "", "id of the inputs the point ran with (a key of sweep_inputs_seen)"),
+    )
+    resumed_from: int = field(
+        default=0,
+        metadata=_stored("int32", 0, "number of the checkpoint its last attempt restored (0: none)"),
+    )
+    checkpoints: int = field(
+        default=0, metadata=_stored("int32", 0, "checkpoints its attempts saved (sweep.checkpoint)")
+    )
+    requeued: int = field(
+        default=0,
+        metadata=_stored("int32", 0, "times it ran again because its worker was lost (no retry spent)"),
     )
     logs: list[str] = field(default_factory=list)  # what each attempt printed (kept in OUTPUT/logs)
     sources: dict[str, str] = field(

@@ -98,8 +98,9 @@ class Resources(_Model):
     retries: int = Field(0, ge=0)
     on_thread_overflow: Literal["warn", "fail"] = "warn"
     thread_budget: int | None = Field(None, ge=1)
+    checkpoint_bytes: int = Field(64 << 20, gt=0)
 
-    _memory = field_validator("memory", mode="before")(_size)
+    _memory = field_validator("memory", "checkpoint_bytes", mode="before")(_size)
     _timeout = field_validator("timeout", "stall", mode="before")(_duration)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from sweep.capped import ChildConfig, Limits
 from sweep.job import JobRef
+from sweep.protocol import Saved
 
 
 @dataclass(frozen=True)
@@ -31,3 +32,4 @@ class PointTask:
     max_jobs: int = 500
     max_rss: int | None = None
     run: str = ""  # which run of the sweep (a token of the client's): what a cancel stops
+    checkpoint: Saved | None = None  # the point's last checkpoint in the store, for restore()

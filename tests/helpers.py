@@ -164,3 +164,26 @@ def wait_for(predicate: Callable[[], Any], seconds: float = 120.0, every: float 
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(every)
+
+
+def run_then_resume(job_ref: str, kwargs: dict, resume_from: int, **child_kw: Any) -> tuple[Any, Any]:
+    """Run ``job_ref(**kwargs)`` whole in a capped child, then again in a fresh child restoring
+    the checkpoint numbered ``resume_from`` the first run saved; both records."""
+    from sweep.capped import Child
+    from sweep.checkpoints import PointCheckpoints
+    from sweep.job import parse_job
+
+    ref = parse_job(job_ref)
+    saved: list = []
+    cores = [sorted(os.sched_getaffinity(0))[0]]
+    records = []
+    for carried in (None, "resume"):
+        if carried is not None:
+            carried = next(s for s in saved if s.number == resume_from)
+        points = PointCheckpoints("test", carried, saved.append, lambda: None)
+        child = Child(cores, **child_kw)
+        try:
+            records.append(child.run(ref, kwargs, checkpoints=points))
+        finally:
+            child.close()
+    return records[0], records[1]

@@ -392,3 +392,28 @@ def design_of_size(n: int) -> dict:
     import numpy as np
 
     return {"design": np.full((n, n), float(n)), "loss": float(n)}
+
+
+def stepper(x: int = 0, steps: int = 8, seconds: float = 0.2, folder: str = "", die_at: int = -1) -> dict:
+    """A deterministic optimisation of ``steps`` steps that checkpoints after each one and
+    restores at its start. The first attempt to reach step ``die_at`` SIGKILLs its own
+    process there (a marker in ``folder`` tells later attempts); ``start`` is the step it
+    went on from."""
+    import signal
+
+    import sweep
+
+    state = sweep.restore() or {"step": 0, "value": float(x)}
+    start = state["step"]
+    value = state["value"]
+    for i in range(start, steps):
+        if i == die_at and folder and not os.path.exists(f"{folder}/died-{x}"):
+            Path(folder, f"died-{x}").touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        value = value * 0.5 + i
+        sweep.report(step=i, value=value)
+        sweep.checkpoint({"step": i + 1, "value": value})
+        if folder:
+            Path(folder, f"step-{x}").write_text(str(i + 1))
+        time.sleep(seconds)
+    return {"value": value, "start": float(start)}

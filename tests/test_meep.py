@@ -17,7 +17,7 @@ import pytest
 from sweep import Sweep, unpadded
 from sweep.capped import Child, ChildConfig, Limits, thread_budget
 from sweep.job import parse_job
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_then_resume
 
 pytestmark = [
     pytest.mark.slow,
@@ -87,3 +87,13 @@ def test_the_meep_environment_has_numpy_1(tmp_path):
     """The leg exists for Meep's numpy 1.x build; a numpy 2 here would test nothing of it."""
     assert np.__version__.startswith("1."), np.__version__
     assert sys.prefix != sys.base_prefix  # a venv over the system Python, not the system itself
+
+
+def test_a_bend_resumed_from_a_checkpoint_ends_as_an_uninterrupted_run():
+    whole, resumed = run_then_resume(
+        JOB, {"size": 1.2, "steps": 3}, 2, config=ChildConfig(compile_cache=None)
+    )
+    assert whole.status == resumed.status == "done", whole.error + resumed.error
+    assert resumed.resumed_from == 2 and resumed.checkpoints == 1
+    for name in ("objective", "design", "final"):
+        np.testing.assert_array_equal(whole.outputs[name].values, resumed.outputs[name].values)

@@ -78,29 +78,40 @@ def optimize(
     n: int = 240,
     n_design: int = 80,
     report_every: int = 0,
+    checkpoint_every: int = 10,
 ):
     """Optimise the stack for one (wavelength, beta, seed); returns objective and design.
 
     With ``report_every`` > 0 the objective is sent with ``sweep.report`` every that many
-    steps (a search's pruner watches it)."""
+    steps (a search's pruner watches it). Every ``checkpoint_every`` steps (0: never) the
+    optimiser's state is saved with ``sweep.checkpoint``; an attempt that follows a killed or
+    timed-out one goes on from there (``sweep.restore``) and ends with the same design."""
     import jax
     import jax.numpy as jnp
     import numpy as np
     import xarray as xr
 
+    import sweep
+
     step, reference_intensity, permittivity, x = _compiled(n, n_design)
     k0 = 2 * jnp.pi / wavelength
-    latent = 0.5 * jax.random.normal(jax.random.PRNGKey(seed), (n_design,))
-    m = v = jnp.zeros(n_design)
     reference = reference_intensity(k0)
-    history = []
-    for t in range(1, steps + 1):
+    saved = sweep.restore()
+    if saved is None:
+        latent = 0.5 * jax.random.normal(jax.random.PRNGKey(seed), (n_design,))
+        m = v = jnp.zeros(n_design)
+        history, start = [], 1
+    else:
+        latent, m, v = (jnp.asarray(a) for a in saved["adam"])
+        history, start = list(saved["history"]), saved["t"] + 1
+    for t in range(start, steps + 1):
         latent, m, v, value = step(latent, m, v, t, k0, beta, eps_max, reference, lr)
         history.append(value)
         if report_every and t % report_every == 0:
-            import sweep
-
             sweep.report(step=t, objective=float(value))
+        if checkpoint_every and t % checkpoint_every == 0 and t < steps:
+            adam = tuple(np.asarray(a) for a in (latent, m, v))
+            sweep.checkpoint({"t": t, "adam": adam, "history": [float(h) for h in history]})
     eps = permittivity(latent, beta, eps_max)[(n - n_design) // 2 :][:n_design]
     history = np.asarray(jax.block_until_ready(jnp.stack(history)))
     return {

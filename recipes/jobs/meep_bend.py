@@ -16,7 +16,9 @@ adjoint run, so ``jax.value_and_grad`` of the objective costs two simulations. T
 Returns the objective per step (``objective``, dims ``step``), the final design (``design``,
 dims ``x``, ``y``: its shape follows ``size`` and ``design_resolution``, so a sweep over
 ``size`` stores designs padded with NaN; :func:`sweep.unpadded` gives one back), and
-``initial``/``final`` objectives. Each step is also sent with :func:`sweep.report`.
+``initial``/``final`` objectives. Each step is also sent with :func:`sweep.report`, and the
+optimiser's state is saved with :func:`sweep.checkpoint`, so that a retried or resumed attempt
+goes on from its last step.
 
 Meep's own caveats met here: the wrapper needs two or more frequencies (one fails in its
 vector-Jacobian product), it is eager (no ``jax.jit``), and it prints progress unless
@@ -119,10 +121,15 @@ def optimize(
         return jnp.mean(jnp.abs(coefficients[1, :] / coefficients[0, :]) ** 2)
 
     value_and_grad = jax.value_and_grad(transmission)
-    latent = jnp.asarray(np.random.default_rng(seed).normal(0.0, 0.1, shape))
-    m, v = jnp.zeros(shape), jnp.zeros(shape)
-    history = []
-    for i in range(steps):
+    saved = sweep.restore()  # a retried or resumed attempt goes on from its last step
+    if saved is None:
+        latent = jnp.asarray(np.random.default_rng(seed).normal(0.0, 0.1, shape))
+        m, v = jnp.zeros(shape), jnp.zeros(shape)
+        history: list[float] = []
+    else:
+        latent, m, v = (jnp.asarray(a) for a in saved["adam"])
+        history = list(saved["history"])
+    for i in range(len(history), steps):
         value, grad = value_and_grad(latent)
         history.append(float(value))
         sweep.report(step=i, objective=float(value))
@@ -131,6 +138,7 @@ def optimize(
         v = 0.999 * v + 0.001 * grad**2
         t = i + 1
         latent = latent + learning_rate * (m / (1 - 0.9**t)) / (jnp.sqrt(v / (1 - 0.999**t)) + 1e-12)
+        sweep.checkpoint({"adam": tuple(np.asarray(a) for a in (latent, m, v)), "history": history})
     final = float(transmission(latent))
     step = np.arange(steps)
     return {

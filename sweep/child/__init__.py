@@ -12,6 +12,7 @@ package with numpy, jax and pydantic blocked). numpy is imported per job, lazily
 - :mod:`~sweep.child.sources`: the user's source files a job imported, hashed.
 - :mod:`~sweep.child.outputs`: a job's return value as named numpy outputs with dims.
 - :mod:`~sweep.child.reporting`: :func:`sweep.report`, called from inside jobs.
+- :mod:`~sweep.child.checkpoints`: :func:`sweep.checkpoint` and :func:`sweep.restore`.
 
 The parent's handle on such a process is :mod:`sweep.capped`; what crosses between them is
 :mod:`sweep.protocol`.

@@ -21,6 +21,7 @@ import traceback
 
 from sweep.child import isolation, sources
 from sweep.protocol import (
+    Checkpoint,
     Exit,
     JobDone,
     JobFailed,
@@ -29,7 +30,10 @@ from sweep.protocol import (
     Pruned,
     Ready,
     Report,
+    RestoreAsk,
+    Restored,
     RunJob,
+    Saved,
     receive,
     send,
 )
@@ -39,21 +43,56 @@ _report_fd: int | None = None  # where sweep.report() writes while this child se
 _request_fd: int | None = None  # where a Prune for the running job arrives
 _job = 0  # the number of the job running (1 = this child's first)
 _pruned = False  # the running job was told to stop
+_checkpoint_bytes = 64 << 20  # the running job's checkpoint size cap (RunJob.checkpoint_bytes)
 
 
 def report(message: Report) -> bool:
     """Send a report to the parent; False outside a sweep's child (then nothing happens).
     Raises Pruned once a Prune for the running job has arrived."""
-    global _pruned
     if _report_fd is None:
         return False
     send(_report_fd, message)
     if not _pruned and _request_fd is not None and select.select([_request_fd], [], [], 0)[0]:
-        message_in = receive(_request_fd)  # mid-job the parent sends nothing but Prune
-        _pruned = isinstance(message_in, Prune) and message_in.job == _job
+        _take_prune(receive(_request_fd))  # mid-job the parent sends nothing else unasked
     if _pruned:
         raise Pruned(f"the search pruned this trial at step {message.step}")
     return True
+
+
+def _take_prune(message: object) -> None:
+    """Note a Prune for the running job (one for a job that ended is ignored)."""
+    global _pruned
+    if isinstance(message, Prune) and message.job == _job:
+        _pruned = True
+
+
+def checkpoint(message: Checkpoint) -> bool:
+    """Send a checkpoint to the parent; False outside a sweep's child (then nothing happens).
+    Raises ValueError when it is over the running job's ``checkpoint_bytes``."""
+    if _report_fd is None:
+        return False
+    if len(message.data) > _checkpoint_bytes:
+        size, cap = len(message.data) / 2**20, _checkpoint_bytes / 2**20
+        raise ValueError(
+            f"sweep.checkpoint: the state pickles to {size:.1f} MiB, over resources.checkpoint_bytes "
+            f"({cap:.1f} MiB); save less (e.g. the design and the optimiser's state, not the fields) "
+            "or raise resources.checkpoint_bytes"
+        )
+    send(_report_fd, message)
+    return True
+
+
+def ask_restore() -> tuple[bool, Saved | None]:
+    """Ask the parent for the point's last checkpoint: (in a sweep's child, the checkpoint or
+    None); (False, None) outside one."""
+    if _report_fd is None or _request_fd is None:
+        return False, None
+    send(_report_fd, RestoreAsk())
+    while True:  # a Prune may come first
+        message = receive(_request_fd)
+        if isinstance(message, Restored):
+            return True, message.checkpoint
+        _take_prune(message)
 
 
 def _proc_status(name: str) -> int | None:
@@ -145,8 +184,8 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     """Run one job in this process; a JobDone, or a JobFailed with the traceback."""
     from sweep.child.outputs import normalize_outputs
 
-    global _job, _pruned
-    _job, _pruned = _job + 1, False
+    global _job, _pruned, _checkpoint_bytes
+    _job, _pruned, _checkpoint_bytes = _job + 1, False, request.checkpoint_bytes
 
     hwm_reset = _reset_peak_rss()
     before = isolation.snapshot()

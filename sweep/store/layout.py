@@ -10,6 +10,7 @@ A store is a folder, ``OUTPUT`` in a recipe::
       .sweep-driver.json      the running driver: pid, host, start, exit code (STATE_NAME)
       .sweep-driver.log       a detached driver's output (LOG_NAME)
       logs/<point>/<n>.txt    what attempt n of each point printed (LOGS)
+      .sweep-checkpoints/<point>.pkl  the last checkpoint of each point not yet done (CHECKPOINTS)
 
 and beside it, only while a rebuild for a grown space runs or was cut short,
 ``.OUTPUT.creating-<pid>`` (:func:`staging`) and ``.OUTPUT.replaced`` (:func:`backup`).
@@ -29,7 +30,8 @@ HELD_NAME = ".sweep.lock.held"
 STATE_NAME = ".sweep-driver.json"
 LOG_NAME = ".sweep-driver.log"
 LOGS = "logs"
-NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME, LOGS)  # kept through a rebuild
+CHECKPOINTS = ".sweep-checkpoints"
+NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME, LOGS, CHECKPOINTS)  # kept through a rebuild
 
 
 def is_store(path: Path) -> bool:

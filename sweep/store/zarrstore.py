@@ -33,8 +33,8 @@ import numpy as np
 
 from sweep import _compat, inputs, provenance
 from sweep.errors import SweepError
-from sweep.protocol import FINISHED, NOT_DONE, PointRecord, StoppedAttempt, stored_fields
-from sweep.store import growth, integrity, layout
+from sweep.protocol import FINISHED, NOT_DONE, PointRecord, Saved, StoppedAttempt, stored_fields
+from sweep.store import checkpoints, growth, integrity, layout
 from sweep.store.layout import LOGS, METADATA, NOT_DATA
 from sweep.store.lock import StoreLock, locked
 
@@ -112,6 +112,7 @@ class Store:
         self._job_file: str | None = None
         self._seen: dict[str, str] = json.loads(self.group.attrs.get("sweep_inputs_seen", "{}"))
         self._ids_by_sources: dict[tuple[tuple[str, str], ...], str] = {}
+        self._checkpointed = checkpoints.kept(path)  # point ids with a checkpoint kept
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -333,17 +334,45 @@ class Store:
             values = [r.stored(name) for r in records]
             self._put(name, [r.index for r in records], [var.fill if v is None else v for v in values])
         self._write_logs(records)
+        if self._checkpointed:
+            for r in records:
+                if r.status in FINISHED:
+                    self.drop_checkpoint(r.index)
         return records
+
+    def point_id(self, index: tuple[int, ...]) -> str:
+        """The id of the point at ``index`` (its parameters' hash: stable when the store grows)."""
+        if self._ids is None:
+            self._ids = np.asarray(self.group["point_id"][...], dtype=object)
+        return str(self._ids[index])
+
+    def keep_checkpoint(self, index: tuple[int, ...], saved: Saved) -> None:
+        """Keep ``saved`` as the last checkpoint of the point at ``index``
+        (:mod:`sweep.store.checkpoints`)."""
+        self.check_intact()
+        ident = self.point_id(index)
+        checkpoints.write(self.path, ident, saved)
+        self._checkpointed.add(ident)
+
+    def checkpoint(self, index: tuple[int, ...]) -> Saved | None:
+        """The last checkpoint kept of the point at ``index``, or None."""
+        ident = self.point_id(index)
+        return checkpoints.read(self.path, ident) if ident in self._checkpointed else None
+
+    def drop_checkpoint(self, index: tuple[int, ...]) -> None:
+        """Delete the checkpoint of the point at ``index`` (it is done)."""
+        ident = self.point_id(index)
+        if ident in self._checkpointed:
+            checkpoints.remove(self.path, ident)
+            self._checkpointed.discard(ident)
 
     def _write_logs(self, records: list[PointRecord]) -> None:
         """Each attempt's output of the points that printed anything (a point's earlier logs go)."""
         printed = [r for r in records if any(r.logs)]
         if not printed:
             return
-        if self._ids is None:
-            self._ids = np.asarray(self.group["point_id"][...], dtype=object)
         for r in printed:
-            folder = self.path / LOGS / str(self._ids[r.index])
+            folder = self.path / LOGS / self.point_id(r.index)
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
             for attempt, text in enumerate(r.logs, start=1):
@@ -354,10 +383,8 @@ class Store:
         their points stay ``pending``."""
         if not stopped or not self.intact():
             return
-        if self._ids is None:
-            self._ids = np.asarray(self.group["point_id"][...], dtype=object)
         for a in stopped:
-            folder = self.path / LOGS / str(self._ids[a.index])
+            folder = self.path / LOGS / self.point_id(a.index)
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"{a.attempt}.txt").write_text(a.text)
 
@@ -579,6 +606,7 @@ def _read_attrs(path: Path) -> dict[str, Any]:
 
 def _clear(path: Path) -> None:
     shutil.rmtree(path / LOGS, ignore_errors=True)
+    checkpoints.clear(path)
     for entry in path.iterdir():
         if entry.name in NOT_DATA:
             continue
