@@ -50,6 +50,7 @@ import psutil
 
 from sweep import protocol
 from sweep.job import JobRef
+from sweep.oomkills import OomWatch
 from sweep.protocol import (
     Checkpoint,
     Exit,
@@ -171,7 +172,7 @@ class Limits:
     """What a job may use; past any of them the child's whole process tree is killed."""
 
     timeout: float | None = None  # wall seconds -> status "timeout"
-    memory: int | None = None  # RSS bytes summed over the tree -> status "killed"
+    memory: int | None = None  # RSS bytes summed over the tree -> status "oom"
     max_threads: int | None = None  # OS threads of the tree -> status "killed"
     stall: float | None = None  # seconds without CPU time used by the tree -> status "stalled"
     log_bytes: int = 1 << 20  # what the job printed is kept, up to its last this many bytes
@@ -189,7 +190,7 @@ class Limits:
             return "stalled", f"{why}; the stacks of its Python threads are in output_tail"
         if self.memory and rss > self.memory:
             used, cap = rss / 2**20, self.memory / 2**20
-            return "killed", f"memory limit exceeded: RSS {used:.0f} MiB > {cap:.0f} MiB (resources.memory)"
+            return "oom", f"memory limit exceeded: RSS {used:.0f} MiB > {cap:.0f} MiB (resources.memory)"
         if self.max_threads and threads > self.max_threads:
             why = f"{threads} threads > {self.max_threads} (on_thread_overflow: fail)"
             return "killed", f"thread budget exceeded: {why}"
@@ -233,6 +234,7 @@ class Child:
             os.close(rep_w)
         self.pid = self.proc.pid
         self._ps = psutil.Process(self.pid)
+        self._oom = OomWatch(self.pid)
         self._tree: list[psutil.Process] = []  # the job's processes at the last scan
         self._scanned = -math.inf
         if not self._wait_readable(START_TIMEOUT_S):
@@ -406,8 +408,9 @@ class Child:
     ) -> PointRecord:
         """Run one job and return what became of it; never raises for the job's own faults.
 
-        The record has the status (``done``, ``failed``, or ``timeout`` / ``killed`` when a
-        limit was passed and the tree killed), the outputs or the error, the child's
+        The record has the status (``done``, ``failed``, or ``timeout`` / ``oom`` / ``killed``
+        / ``stalled`` when a limit was passed and the tree killed, ``oom`` also when the
+        kernel's OOM killer killed the child: :mod:`sweep.oomkills`), the outputs or the error, the child's
         measurements, and a child that died by itself is described by ``signal`` or
         ``exit_code`` and ``output_tail``; after any of these the child is gone. Each
         :func:`sweep.report` of the job is kept in ``reports`` (tagged with ``attempt``) and
@@ -528,6 +531,12 @@ class Child:
     def _record_death(self, record: PointRecord) -> None:
         record.signal, record.exit_code, record.error = self._how_it_ended()
         record.output_tail = self.log_tail()
+        if record.signal == "SIGKILL" and self._oom.struck():
+            record.status = "oom"
+            record.error = (
+                f"killed by the kernel's out-of-memory killer (oom_kill count of {self._oom.cgroup} rose); "
+                "its memory at the last look is in peak_rss"
+            )
         log.info("child pid %d: %s", self.pid, record.error)
 
     def _dump_stacks(self) -> None:

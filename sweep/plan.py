@@ -88,6 +88,7 @@ def task_maker(
             threads=r.threads,
             limits=limits,
             retries=r.retries,
+            retry_memory=r.retry_memory,
             thread_budget=allowed,
             config=config,
             max_jobs=recipe.child.max_jobs,

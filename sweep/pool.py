@@ -31,6 +31,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+import psutil
 from distributed import WorkerPlugin, get_client, get_worker
 
 from sweep import _compat, events, leases
@@ -312,6 +313,7 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
     logs: list[str] = []
     record = PointRecord(task.index)
     checkpoints = _checkpoints(task, say)
+    tried = task
     for attempt in range(1, task.retries + 2):
         if task.run and task.run in pool.stopped:
             record = PointRecord(task.index, status="failed", error="cancelled")
@@ -325,9 +327,10 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
             if announce and attempt == 1
             else None
         )
+        tried = _more_memory(tried, record) if attempt > 1 else tried
         record = _attempt(
             pool,
-            task,
+            tried,
             attempt,
             lambda r, a=attempt: say(events.to_msg(events.PointReported.of(task.index, r, a))),
             started,
@@ -351,6 +354,24 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
     if announce:
         say(events.to_msg(events.PointEnded.of(record)))
     return record
+
+
+def _more_memory(task: PointTask, record: PointRecord) -> PointTask:
+    """The task for the attempt after ``record``'s: after an ``oom`` with ``retry_memory`` set,
+    its memory limit times that factor, up to what this worker has (its Dask memory limit, or
+    the node's memory); otherwise as it was."""
+    memory = task.limits.memory
+    if record.status != "oom" or not task.retry_memory or memory is None:
+        return task
+    has = [psutil.virtual_memory().total, getattr(get_worker().memory_manager, "memory_limit", None)]
+    more = min(int(memory * task.retry_memory), *(m for m in has if m))
+    if more <= memory:
+        log.warning(
+            "point %s: out of memory at %d MiB and this worker has no more to give", task.index, memory >> 20
+        )
+        return task
+    log.info("point %s: retrying with %d MiB instead of %d MiB", task.index, more >> 20, memory >> 20)
+    return replace(task, limits=replace(task.limits, memory=more))
 
 
 def _checkpoints(task: PointTask, say: Any) -> PointCheckpoints:

@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from sweep.child.outputs import Output
     from sweep.job import JobRef
 
-Status = Literal["pending", "done", "failed", "timeout", "killed", "stalled", "pruned"]
+Status = Literal["pending", "done", "failed", "timeout", "killed", "oom", "stalled", "pruned"]
 STATUSES: tuple[Status, ...] = get_args(Status)
-NOT_DONE: tuple[Status, ...] = ("failed", "timeout", "killed", "stalled")
+NOT_DONE: tuple[Status, ...] = ("failed", "timeout", "killed", "oom", "stalled")
 FINISHED: tuple[Status, ...] = ("done", "pruned")  # ended for good: a search stopped a pruned trial
 
 _HEADER = struct.Struct(">Q")

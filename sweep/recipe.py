@@ -61,6 +61,20 @@ def _size(v: Any) -> int | None:
     raise ValueError(f"{v!r} is not a size; write e.g. 2GiB, 512MB or a number of bytes")
 
 
+def _factor(v: Any) -> float | None:
+    """A factor from ``2``, ``1.5`` or ``"2x"``; None from None."""
+    if v is None:
+        return None
+    text = str(v).strip().lower().removesuffix("x") if not isinstance(v, bool) else ""
+    try:
+        factor = float(text)
+    except ValueError:
+        factor = 0.0
+    if not factor > 1:
+        raise ValueError(f"{v!r} is not a factor above 1; write e.g. 2x or 1.5")
+    return factor
+
+
 STALL_S = 300.0  # resources.stall: a job whose processes use no CPU this long is stalled
 
 
@@ -99,8 +113,10 @@ class Resources(_Model):
     on_thread_overflow: Literal["warn", "fail"] = "warn"
     thread_budget: int | None = Field(None, ge=1)
     checkpoint_bytes: int = Field(64 << 20, gt=0)
+    retry_memory: float | None = None
 
     _memory = field_validator("memory", "checkpoint_bytes", mode="before")(_size)
+    _retry_memory = field_validator("retry_memory", mode="before")(_factor)
     _timeout = field_validator("timeout", "stall", mode="before")(_duration)
 
 

@@ -27,6 +27,7 @@ class PointTask:
     threads: int = 1
     limits: Limits = field(default_factory=Limits)
     retries: int = 0
+    retry_memory: float | None = None  # an attempt after an oom gets this times more memory
     thread_budget: int = 15
     config: ChildConfig = field(default_factory=ChildConfig)
     max_jobs: int = 500

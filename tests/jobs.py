@@ -417,3 +417,13 @@ def stepper(x: int = 0, steps: int = 8, seconds: float = 0.2, folder: str = "", 
             Path(folder, f"step-{x}").write_text(str(i + 1))
         time.sleep(seconds)
     return {"value": value, "start": float(start)}
+
+
+def allocate(x: int = 0, mb: int = 400, hold: float = 1.0, folder: str = "") -> dict:
+    """Holds ``mb`` MiB (touched) for ``hold`` seconds; leaves a marker per attempt in ``folder``."""
+    if folder:
+        Path(folder, f"attempt-{x}-{os.getpid()}").touch()
+    block = bytearray(mb << 20)
+    block[::4096] = b"x" * len(block[::4096])
+    time.sleep(hold)
+    return {"mb": float(len(block) >> 20)}

@@ -149,7 +149,7 @@ def test_memory_limit_kills_the_child(tmp_path, child):
         "        time.sleep(0.02)\n"
     )
     out = child.run(parse_job(f"{f}:hog"), {}, limits=Limits(memory=300 * 2**20))
-    assert out.status == "killed" and "memory limit" in out.error
+    assert out.status == "oom" and "memory limit" in out.error
     assert not child.alive()
 
 

@@ -55,7 +55,7 @@ def test_timeout_kills_the_child_and_returns_the_lease(client, tmp_path):
 def test_memory_limit_kills_the_child_and_says_so(client, tmp_path):
     before = worker_pids(client)
     ds = run(client, tmp_path, "hog", {"grid": {"x": [0, 1, 2]}}, resources={"memory": "400MiB"})
-    assert list(ds["status"].values) == ["done", "killed", "done"]
+    assert list(ds["status"].values) == ["done", "oom", "done"]
     assert "memory limit exceeded" in ds["error"].values[1] and "> 400 MiB" in ds["error"].values[1]
     assert worker_pids(client) == before
 
