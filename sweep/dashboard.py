@@ -68,6 +68,8 @@ class SweepPage(SchedulerPlugin):
         assert not isinstance(event, events.SweepAnnounced | events.PointsEnded)
         point = sweep["points"].setdefault(_key(event.index), {"index": list(event.index), "params": {}})
         if isinstance(event, events.PointStarted):
+            if point.get("status") == "running":  # started again: its worker was lost
+                point["requeued"] = point.get("requeued", 0) + 1
             point.update(status="running", host=event.host, cores=list(event.cores))
         elif isinstance(event, events.PointReported):
             point["latest"] = event.latest

@@ -77,6 +77,7 @@ class PointEnded:
     peak_threads: int
     wall_s: float
     attempts: int
+    resumed_from: int = 0
 
     @classmethod
     def of(cls, record: PointRecord) -> PointEnded:
@@ -88,6 +89,7 @@ class PointEnded:
             record.peak_threads,
             record.wall_s,
             record.attempts,
+            record.resumed_from,
         )
 
 

@@ -23,7 +23,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import dask.config
 from distributed import Client, Future
+from distributed.scheduler import KilledWorker
 
 from sweep import cadence, plan
 from sweep.pool import run_points
@@ -124,10 +126,25 @@ class Window:
         if isinstance(result, list) and all(isinstance(r, PointRecord) for r in result):
             self.walls = (self.walls + [r.wall_s for r in result if not math.isnan(r.wall_s)])[-64:]
             return result
-        return [
-            PointRecord(t.index, status="failed", attempts=1, error=f"task failed: {result!r}") for t in chunk
-        ]
+        return [PointRecord(t.index, status="failed", attempts=1, error=_task_failed(result)) for t in chunk]
 
     def _key(self, chunk: list[PointTask]) -> str:
         key = plan.task_key(chunk[0], self.names, self.token)
         return key if len(chunk) == 1 else f"{key}+{len(chunk) - 1}"
+
+
+def _task_failed(error: Any) -> str:
+    """Why a point whose Dask task raised failed (a job's own failure is a record, not this);
+    ``error`` is the exception, or the (type, exception, traceback) Dask's as_completed gives."""
+    if isinstance(error, tuple) and len(error) == 3:
+        error = error[1]
+    if isinstance(error, KilledWorker):
+        allowed = int(dask.config.get("distributed.scheduler.allowed-failures"))
+        times = f"{allowed + 1} time{'s' if allowed else ''}"
+        return (
+            f"its worker was lost {times} while running it (a node lost, a batch job ended "
+            "or preempted, a worker killed or out of memory); Dask gives up after "
+            f"distributed.scheduler.allowed-failures ({allowed}) requeues. Find why the workers die (the "
+            "batch jobs' logs, sweep -v), or raise that setting; submit again to run it again"
+        )
+    return f"task failed: {error!r}"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 
+import dask.config
 import numpy as np
 import psutil
 import pytest
@@ -190,3 +191,32 @@ def test_the_quickstart_job_resumed_from_a_checkpoint_ends_as_an_uninterrupted_r
     assert whole.checkpoints == 3 and resumed.resumed_from == 2 and resumed.checkpoints == 1
     for name in ("objective", "history", "design"):
         np.testing.assert_array_equal(whole.outputs[name].values, resumed.outputs[name].values)
+
+
+@pytest.mark.slow
+def test_a_point_lost_more_often_than_dask_allows_fails_saying_why_and_keeps_its_checkpoint(tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    out = tmp_path / "out.zarr"
+    params = {"grid": {"x": [2]}, "fixed": {"folder": str(marks), "seconds": 0.5, "steps": 10}}
+    result = {}
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        local_cluster(dashboard="127.0.0.1:0") as cluster,
+        Client(cluster) as c,
+    ):
+        s = Sweep(f"{JOBS}:stepper", params, output=out)
+        t = threading.Thread(target=lambda: result.update(ds=s.run(client=c, progress=False)))
+        t.start()
+        wait_for(lambda: reached(marks, 2, 3), 120)
+        (worker_pid,) = c.run(os.getpid).values()
+        os.kill(worker_pid, signal.SIGKILL)
+        t.join(180)
+    ds = result["ds"]
+    assert ds["status"].item() == "failed"
+    error = ds["error"].item()
+    assert "its worker was lost 1 time while running it" in error and "allowed-failures (0)" in error
+    assert len(stored.kept(out)) == 1
+    again = Sweep(f"{JOBS}:stepper", params, output=out).run(client=None, progress=False)
+    assert again["status"].item() == "done" and again["resumed_from"].item() >= 3
+    assert again["value"].item() == uninterrupted(2, 10)

@@ -8,6 +8,7 @@ def test_events_survive_the_mapping_dask_carries_with_extra_keys():
     sent = [
         events.PointStarted((1, 2), "node1"),
         events.PointReported((1, 2), 3, {"loss": 0.5}, 1),
+        events.CheckpointSaved((1, 2), 4, 2, 1024),
         events.PointEnded((1, 2), "done", "node1", (0,), 15, 1.5, 1),
         events.PointsEnded(
             (
@@ -49,3 +50,20 @@ def test_the_sweep_page_follows_a_points_life():
     chunk = events.PointsEnded((events.PointEnded((1,), "stalled", "h", (0,), 15, 3.0, 1),))
     page.log_event(t, events.to_msg(chunk))  # the ends of a chunk of short points, in one event
     assert page.snapshot()["sweeps"][0]["points"][1]["status"] == "stalled"
+
+
+def test_the_sweep_page_counts_requeues_checkpoints_and_resumes():
+    page = SweepPage()
+    t = events.topic("long")
+    announce = events.SweepAnnounced("grid", ["x"], {"x": [0]}, 1, "jobs:f", [
+        {"index": [0], "params": {"x": 0}, "status": "queued"},
+    ])  # fmt: skip
+    page.log_event(t, events.to_msg(announce))
+    page.log_event(t, events.to_msg(events.PointStarted((0,), "h1")))
+    page.log_event(t, events.to_msg(events.CheckpointSaved((0,), 3, 1, 100)))
+    page.log_event(t, events.to_msg(events.PointStarted((0,), "h2")))  # its worker was lost
+    point = page.snapshot()["sweeps"][0]["points"][0]
+    assert point["requeued"] == 1 and point["checkpoint"] == 3 and point["host"] == "h2"
+    page.log_event(t, events.to_msg(events.PointEnded((0,), "oom", "h2", (0,), 15, 1.0, 1, 3)))
+    point = page.snapshot()["sweeps"][0]["points"][0]
+    assert point["status"] == "oom" and point["resumed_from"] == 3
