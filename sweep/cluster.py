@@ -31,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 import dask.config
 from distributed import Client, Scheduler, SpecCluster
 
-from sweep import cadence, jobqueue
+from sweep import cadence, jobqueue, walltime
 from sweep.errors import SweepError, SweepWarning
 from sweep.localworker import QUIET, LocalWorker
 from sweep.recipe import ClusterSettings
@@ -168,6 +168,13 @@ def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
         "127.0.0.1:0",
     ]
     scheduler_options = {"dashboard_address": settings.dashboard, **opts.pop("scheduler_options", {})}
+    config = f"jobqueue.{settings.kind}"
+    seconds = walltime.walltime_seconds(
+        settings.kind, opts.get("walltime", dask.config.get(f"{config}.walltime", None))
+    )
+    if seconds:  # the worker knows when its job ends (sweep.walltime)
+        prologue = opts.get("job_script_prologue", dask.config.get(f"{config}.job-script-prologue", None))
+        opts["job_script_prologue"] = [walltime.prologue_line(seconds), *(prologue or [])]
     if dry_run:
         scheduler_options.update(host="127.0.0.1", dashboard_address="127.0.0.1:0")
     return jobqueue.cluster_class(settings.kind)(

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from distributed import Client, as_completed
+from distributed import Client, Future, as_completed
 
 from sweep import cadence, driver, events, limits, plan, provenance, search
 from sweep.capped import multipliers
@@ -365,6 +365,17 @@ class Execution:
             return []
         return [a for stopped in replies.values() if stopped for a in stopped]
 
+    def _write_batch(
+        self, client: Client, window: Window, writer: ResultWriter, batch: list[tuple[Future, Any]]
+    ) -> None:
+        """Hand the records of finished tasks to the writer. A method of its own so that no
+        local name keeps a finished future alive: its record would stay in the worker's memory
+        (and a retiring worker would wait for it, :meth:`sweep.pool.CorePool.retire`)."""
+        for future, result in batch:
+            self._mark("first_result")
+            records = self._checkpoints.ended(client, window.finished(future, result))
+            writer.add(self._told(client, records))
+
     def _collect(self, client: Client, window: Window, writer: ResultWriter) -> None:
         """Submit points through ``window`` and write results as they finish (batched), until
         all are done or the sweep is cancelled."""
@@ -377,8 +388,7 @@ class Execution:
             while not done.is_empty():
                 self._prune(client, window)
                 if time.monotonic() - filled >= every:  # workers may have joined
-                    for future in window.fill():
-                        done.add(future)
+                    done.update(window.fill())
                     filled = time.monotonic()
                 if time.monotonic() - published >= every and not writer.store.intact():
                     self._stop(client, window)
@@ -397,13 +407,9 @@ class Execution:
                     self._checkpoints.keep(client, writer.store)  # those saved as it was cancelled
                     break
                 batch = done.next_batch(block=False)
-                for future, result in batch:
-                    self._mark("first_result")
-                    records = self._checkpoints.ended(client, window.finished(future, result))
-                    writer.add(self._told(client, records))
+                self._write_batch(client, window, writer, batch)
                 if batch:
-                    for future in window.fill():
-                        done.add(future)
+                    done.update(window.fill())
                 if writer.due() or done.is_empty():
                     writer.flush()
                 elif not batch:

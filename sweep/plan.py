@@ -89,6 +89,7 @@ def task_maker(
             limits=limits,
             retries=r.retries,
             retry_memory=r.retry_memory,
+            expected=r.expected,
             thread_budget=allowed,
             config=config,
             max_jobs=recipe.child.max_jobs,

@@ -18,7 +18,9 @@ worker process and never outlive it, even when it is SIGKILLed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import os
 import socket
 import threading
@@ -32,9 +34,9 @@ from functools import partial
 from typing import Any
 
 import psutil
-from distributed import WorkerPlugin, get_client, get_worker
+from distributed import Reschedule, WorkerPlugin, get_client, get_worker
 
-from sweep import _compat, events, leases
+from sweep import _compat, events, leases, walltime
 from sweep.capped import Child, ChildConfig, ChildDied
 from sweep.checkpoints import PointCheckpoints, metadata_key
 from sweep.job import JobRef
@@ -44,6 +46,7 @@ from sweep.protocol import FINISHED, LogChunk, PointRecord, Saved, StoppedAttemp
 from sweep.task import PointTask
 
 log = logging.getLogger(__name__)
+RETIRE_POLL_S = 0.5  # how often a retiring worker looks whether it can close
 LEASE_POLL_S = 0.2  # how often a waiting lease looks again for cores other processes freed
 WAIT_WARN_S = 30.0
 
@@ -93,6 +96,9 @@ class CorePool(WorkerPlugin):
         # the last attempts that ended: (owner, point, attempt) -> (their kept output, bytes printed)
         self._ended: OrderedDict[tuple[str, tuple[int, ...], int], tuple[str, int]] = OrderedDict()
         self.stopped: set[str] = set()  # owners (runs) cancelled: their points don't start
+        self.job_end = walltime.job_end()  # when this worker's batch job ends, if known
+        self.retiring = False  # no point starts here any more; closes once none runs
+        self._worker = worker
         self.spawned = 0
         if self.warm is not None:
             self.prewarm(*self.warm)
@@ -145,6 +151,23 @@ class CorePool(WorkerPlugin):
             if child is not None:
                 self._busy.pop(child.pid, None)
             self._give_back(held, child, max_jobs, max_rss)
+
+    def retire(self, why: str) -> None:
+        """Start no point here from now on, and close this worker gracefully once the points
+        running here have ended and the client has fetched their records (a record still in
+        this worker's memory would be lost with it, and its point run again); its batch job
+        then ends and the cluster replaces it. Closes anyway ``MARGIN_S`` before the job ends."""
+        if self.retiring or self._worker is None:
+            return
+        log.warning("worker %s retires: %s", self.address, why)
+        self.retiring = True
+        self._worker.loop.add_callback(self._close_when_drained, self._worker)
+
+    async def _close_when_drained(self, worker: Any) -> None:
+        end = (self.job_end or math.inf) - walltime.MARGIN_S / 2
+        while (self._busy or len(worker.data)) and time.time() < end:
+            await asyncio.sleep(RETIRE_POLL_S)
+        await worker.close_gracefully(reason="sweep: batch job walltime")
 
     def stop(self, owner: str, log_bytes: int = 1 << 20) -> list[StoppedAttempt]:
         """Kill the children running jobs of ``owner`` (a run of a sweep) now, and start none
@@ -397,10 +420,18 @@ def on_pool(method: str, *args: Any, dask_worker: Any = None) -> Any:
     return None if pool is None else getattr(pool, method)(*args)
 
 
-def run_points(tasks: list[PointTask]) -> list[PointRecord]:
+def run_points(tasks: list[PointTask], expected: float | None = None) -> list[PointRecord]:
     """Run several points one after the other in one Dask task (short jobs: :mod:`sweep.window`).
 
-    A chunk's points are not announced one by one: their ends go in one event at the end."""
+    A chunk's points are not announced one by one: their ends go in one event at the end.
+    On a batch job that ends before the points can (:mod:`sweep.walltime`; ``expected``: the
+    client's estimate of one point's wall time, unless the task carries the recipe's), none
+    starts: the task goes back to the scheduler (``Reschedule``) and the worker retires."""
+    pool = CorePool.of_this_worker()
+    need = tasks[0].expected or expected
+    if pool.retiring or not walltime.fits(None if need is None else need * len(tasks), pool.job_end):
+        pool.retire(f"its batch job ends before a point of {need or 0:.0f} s could")
+        raise Reschedule()
     if len(tasks) == 1:
         return [run_point(tasks[0])]
     records = [run_point(t, announce=False) for t in tasks]

@@ -114,10 +114,11 @@ class Resources(_Model):
     thread_budget: int | None = Field(None, ge=1)
     checkpoint_bytes: int = Field(64 << 20, gt=0)
     retry_memory: float | None = None
+    expected: float | None = Field(None, gt=0)
 
     _memory = field_validator("memory", "checkpoint_bytes", mode="before")(_size)
     _retry_memory = field_validator("retry_memory", mode="before")(_factor)
-    _timeout = field_validator("timeout", "stall", mode="before")(_duration)
+    _timeout = field_validator("timeout", "stall", "expected", mode="before")(_duration)
 
 
 class ChildSettings(_Model):

@@ -28,6 +28,7 @@ class PointTask:
     limits: Limits = field(default_factory=Limits)
     retries: int = 0
     retry_memory: float | None = None  # an attempt after an oom gets this times more memory
+    expected: float | None = None  # seconds a point takes (resources.expected), for walltimes
     thread_budget: int = 15
     config: ChildConfig = field(default_factory=ChildConfig)
     max_jobs: int = 500

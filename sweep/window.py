@@ -27,7 +27,7 @@ import dask.config
 from distributed import Client, Future
 from distributed.scheduler import KilledWorker
 
-from sweep import cadence, plan
+from sweep import cadence, plan, walltime
 from sweep.pool import run_points
 from sweep.protocol import PointRecord
 from sweep.task import PointTask
@@ -110,7 +110,12 @@ class Window:
             size = chunk_size(self.walls, self.left, slots) if self.queue is None else 1
             chunk = [head, *itertools.islice(self.tasks, size - 1)]
             future = self.client.submit(
-                run_points, chunk, key=self._key(chunk), resources={"threads": head.threads}, pure=False
+                run_points,
+                chunk,
+                walltime.estimate(self.walls),
+                key=self._key(chunk),
+                resources={"threads": head.threads},
+                pure=False,
             )
             self.in_flight[future] = chunk
             new.append(future)

@@ -49,7 +49,7 @@ def slurm():
         os.environ["SLURM_CONF"] = old
 
 
-def slurm_sweep(tmp_path, params, **cluster):
+def slurm_sweep(tmp_path, params, job="marked", resources=None, **cluster):
     settings = {
         "kind": "slurm",
         "cores": 2,
@@ -64,7 +64,9 @@ def slurm_sweep(tmp_path, params, **cluster):
         "local_directory": str(tmp_path / "work"),
         **cluster,
     }
-    return Sweep(f"{JOBS}:marked", params, cluster=settings, output=tmp_path / "slurm.zarr")
+    return Sweep(
+        f"{JOBS}:{job}", params, cluster=settings, output=tmp_path / "slurm.zarr", resources=resources or {}
+    )
 
 
 def squeue() -> list[str]:
@@ -297,3 +299,51 @@ def test_logs_of_a_point_on_a_slurm_worker_followed_and_kept(slurm, tmp_path):
     kept = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert kept.stdout.count("tick") == 30 and f"==> point {pid} attempt 1 <==" in kept.stdout
     assert not squeue_after(15) and not Path(state["credentials"]).exists()
+
+
+def test_a_point_that_cant_finish_before_the_walltime_waits_for_a_new_batch_job(slurm, tmp_path):
+    markers = tmp_path / "m"
+    markers.mkdir()
+    s = slurm_sweep(
+        tmp_path,
+        {"grid": {"x": [0, 1]}, "fixed": {"folder": str(markers), "seconds": 25.0}},
+        resources={"expected": "25s"},
+        cores=1,
+        walltime="00:01:00",
+    )
+    ds = s.run(progress=False)
+    assert (ds["status"] == "done").all(), ds["error"].values
+    assert (ds["attempts"] == 1).all() and (ds["requeued"] == 0).all()  # nothing killed by the walltime
+    jobs = ds["batch_job"].values.tolist()
+    assert len(set(jobs)) == 2, f"the second point should have run in a new batch job: {jobs}"
+    first, second = sorted(range(2), key=lambda i: ds["started"].values[i])
+    assert ds["started"].values[second] >= ds["finished"].values[first]
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "logs").glob("*"))
+    assert "retires: its batch job ends before a point of 25 s could" in logs
+
+
+def test_a_preempted_batch_job_requeues_its_point_without_spending_a_retry(slurm, tmp_path):
+    markers = tmp_path / "m"
+    markers.mkdir()
+    params = {"grid": {"x": [3]}, "fixed": {"folder": str(markers), "seconds": 1.0, "steps": 12}}
+    s = slurm_sweep(tmp_path, params, job="stepper", cores=1)
+    result = {}
+    t = threading.Thread(target=lambda: result.update(ds=s.run(progress=False)))
+    t.start()
+    deadline = time.monotonic() + 120
+    while not (markers / "step-3").exists() or (markers / "step-3").read_text() not in ("4", "5", "6"):
+        assert time.monotonic() < deadline, "the point never reached step 4"
+        time.sleep(0.2)
+    (first,) = squeue()
+    subprocess.run(["scancel", "--signal=TERM", "--full", first], check=True)  # as preemption does
+    t.join(300)
+    assert not t.is_alive()
+    ds = result["ds"]
+    assert ds["status"].item() == "done", ds["error"].values
+    assert ds["attempts"].item() == 1 and ds["requeued"].item() == 1
+    assert ds["resumed_from"].item() >= 4 and ds["start"].item() == ds["resumed_from"].item()
+    assert ds["batch_job"].item() != first
+    value = 3.0
+    for i in range(12):
+        value = value * 0.5 + i
+    assert ds["value"].item() == value
