@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import logging
 import os
 import signal
@@ -250,10 +251,10 @@ def _submit(args: argparse.Namespace) -> int:
     from sweep import cluster
 
     s = _load(args)
-    settings, k = s.recipe.cluster, s.recipe.resources.threads
+    settings, k, memory = s.recipe.cluster, s.recipe.resources.threads, s.recipe.resources.memory
     if args.dry_run:
-        cluster.preflight(settings, k)
-        print(f"plan: {cluster.plan_text(settings, k, len(s))}")
+        cluster.preflight(settings, k, memory)
+        print(f"plan: {cluster.plan_text(settings, k, len(s), memory)}")
         print(f"output: {s.output}")
         if settings.kind in cluster.jobqueue.CLASSES:
             with cluster.batch_cluster(settings, dry_run=True) as batch:
@@ -549,6 +550,10 @@ def _validate(args: argparse.Namespace) -> int:
     )
     print(f"  cluster   {r.cluster.kind}")
     print(f"  output    {s.output}")
+    from sweep import cluster
+
+    cluster.preflight(r.cluster, r.resources.threads, r.resources.memory)
+    print(f"  plan      {cluster.plan_text(r.cluster, r.resources.threads, len(space), r.resources.memory)}")
     if s.loaded.search is not None:
         from sweep.searchspec import describe
 
@@ -604,6 +609,14 @@ def _status(args: argparse.Namespace) -> int:
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")
     _print_running(ds, running)
+    if "sweep_memory_ask" in ds.attrs:
+        from sweep import memory
+
+        ask = json.loads(ds.attrs["sweep_memory_ask"])
+        print(
+            f"  memory   points asked {memory.shown(ask['bytes'])} each ({memory.LEARN_FACTOR:g}x the "
+            f"largest peak RSS of the first {ask['learned_from']} points; resources.memory sets it)"
+        )
     for name, how in (
         ("resumed_from", "resumed from a checkpoint"),
         ("requeued", "requeued, their worker lost"),

@@ -34,6 +34,7 @@ from distributed import Client, Scheduler, SpecCluster
 from sweep import cadence, jobqueue, walltime
 from sweep.errors import SweepError, SweepWarning
 from sweep.localworker import QUIET, LocalWorker
+from sweep.memory import RESOURCE, at_once, local_offer, shown, size
 from sweep.recipe import ClusterSettings
 from sweep.submissions import SubmissionWatch
 
@@ -56,11 +57,16 @@ def local_cores() -> int:
 
 
 def local_cluster(
-    threads: int | None = None, dashboard: str = "127.0.0.1:8787", security: bool = True
+    threads: int | None = None,
+    dashboard: str = "127.0.0.1:8787",
+    security: bool = True,
+    memory: str | int | None = None,
 ) -> SpecCluster:
     """The cluster of ``kind: local``: the scheduler in this process and one worker process
     with ``threads`` cores (default: all of this process's affinity), ``nthreads`` and
-    ``resources={"threads": N}`` to match, every server and the dashboard on 127.0.0.1. The
+    ``resources={"threads": N, "memory": M}`` to match (M: ``memory``, default the memory
+    available less a margin, :func:`sweep.memory.local_offer`), every server and the dashboard
+    on 127.0.0.1. The
     worker is its own ``python -m sweep.localworker`` (:mod:`sweep.localworker`), so a script
     without ``if __name__ == "__main__":`` is never imported again. Use it from a notebook to
     keep children warm across sweeps: ``client = Client(sweep.local_cluster())``, then
@@ -87,7 +93,7 @@ def local_cluster(
     if sec is not None:
         options["protocol"] = "tls"
     scheduler = {"cls": Scheduler, "options": options}
-    worker = {"cls": LocalWorker, "options": {"nthreads": n, "security": sec}}
+    worker = {"cls": LocalWorker, "options": {"nthreads": n, "security": sec, "memory": local_offer(memory)}}
     with _sigint_deferred(), dask.config.set(QUIET):  # read as the scheduler starts
         return SpecCluster(
             scheduler=scheduler,
@@ -127,8 +133,9 @@ def _sigint_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def preflight(settings: ClusterSettings, threads: int) -> None:
-    """Checks that need no cluster: a worker must be able to hold a job of ``threads`` cores."""
+def preflight(settings: ClusterSettings, threads: int, memory: int | None = None) -> None:
+    """Checks that need no cluster: a worker must be able to hold a job of ``threads`` cores
+    asking ``memory`` bytes (``resources.memory``)."""
     if settings.kind == "local":
         n = settings.threads or local_cores()
         if n > local_cores():
@@ -142,6 +149,22 @@ def preflight(settings: ClusterSettings, threads: int) -> None:
         raise ClusterError(
             f"resources.threads={threads} but {where} has {n} cores; lower resources.threads to at most {n}"
         )
+    offer = worker_memory(settings)
+    if memory is not None and offer is not None and memory > offer:
+        raise ClusterError(
+            f"resources.memory={shown(memory)} but {where} offers {shown(offer)} "
+            f"({'cluster.memory' if settings.memory else 'the memory available, less a margin'}); "
+            "lower resources.memory or give the workers more (cluster.memory)"
+        )
+
+
+def worker_memory(settings: ClusterSettings) -> int | None:
+    """The memory one worker of ``settings`` offers (None for ``kind: address``: its own)."""
+    if settings.kind == "local":
+        return local_offer(settings.memory)
+    if settings.kind in jobqueue.CLASSES and settings.memory:
+        return size(settings.memory)
+    return None
 
 
 def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
@@ -163,7 +186,7 @@ def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
     worker_args = [
         *opts.pop("worker_extra_args", []),
         "--resources",
-        f"threads={settings.cores}",
+        f"threads={settings.cores},{RESOURCE}={size(settings.memory or 0)}",
         "--dashboard-address",
         "127.0.0.1:0",
     ]
@@ -217,26 +240,31 @@ def _resubmit_lost_jobs(
             cluster.scale(len(cluster.worker_spec))
 
 
-def plan_text(settings: ClusterSettings, threads: int, points: int) -> str:
-    """What a sweep on these settings will ask for, in words (``submit --dry-run``)."""
+def plan_text(settings: ClusterSettings, threads: int, points: int, memory: int | None = None) -> str:
+    """What a sweep on these settings will ask for, in words (``submit --dry-run``,
+    ``validate``): per worker, how many points of ``threads`` cores asking ``memory`` bytes run
+    at once, and whether cores or memory limit it."""
+    asks = f"{threads} cores" + (f" and {shown(memory)}" if memory else "")
+    if settings.kind == "address":
+        return f"scheduler {settings.address}; {points} points of {asks}"
+    offer = worker_memory(settings)
     if settings.kind == "local":
         n = settings.threads or local_cores()
+        at, by = at_once(n, threads, offer, memory)
         return (
-            f"local cluster: 1 worker, {n} threads (resources threads={n}); {n // threads} jobs of "
-            f"{threads} cores at a time; {points} points"
+            f"local cluster: 1 worker, {n} threads and {shown(offer)} (resources threads={n}, "
+            f"memory={offer}); {at} points of {asks} at a time, limited by {by}; {points} points"
         )
-    if settings.kind == "address":
-        return f"scheduler {settings.address}; {points} points of {threads} cores"
     jobs = (
         f"adaptive, {settings.adapt.minimum_jobs}..{settings.adapt.maximum_jobs} batch jobs"
         if settings.adapt
         else f"{settings.jobs} batch jobs"
     )
-    per = (settings.cores or 0) // threads
+    at, by = at_once(settings.cores or 0, threads, offer, memory)
     return (
         f"{settings.kind}: {jobs}, each 1 worker with {settings.cores} threads and {settings.memory} "
-        f"(resources threads={settings.cores}); {per} points of {threads} cores per worker at a time; "
-        f"{points} points; TLS {'on' if settings.security else 'OFF'}"
+        f"(resources threads={settings.cores}, memory={offer}); {at} points of {asks} per worker at "
+        f"a time, limited by {by}; {points} points; TLS {'on' if settings.security else 'OFF'}"
     )
 
 
@@ -270,7 +298,9 @@ def connect(
     preflight(settings, threads)
     if settings.kind == "local":
         with (
-            local_cluster(settings.threads, settings.dashboard, settings.security) as cluster,
+            local_cluster(
+                settings.threads, settings.dashboard, settings.security, settings.memory
+            ) as cluster,
             Client(cluster, security=cluster.security) as client,
         ):
             yield client
@@ -293,11 +323,20 @@ def connect(
             yield client
 
 
-def check_fits(client: Client, threads: int) -> None:
-    """Raise ClusterError when no current worker could run a job of ``threads`` cores."""
-    offers = [w["resources"].get("threads", 0) for w in client.scheduler_info()["workers"].values()]
+def check_fits(client: Client, threads: int, memory: int | None = None) -> None:
+    """Raise ClusterError when no current worker could run a job of ``threads`` cores, or of
+    ``memory`` bytes among workers that offer memory."""
+    info = client.scheduler_info()
+    resources = [w["resources"] for w in info["workers"].values()]
+    offers = [r.get("threads", 0) for r in resources]
     if offers and max(offers) < threads:
         raise ClusterError(
-            f"no worker of {client.scheduler_info()['address']} offers threads={threads} (largest: "
+            f"no worker of {info['address']} offers threads={threads} (largest: "
             f"{max(offers)}); lower resources.threads or start workers with --resources threads=N"
+        )
+    memories = [int(r[RESOURCE]) for r in resources if RESOURCE in r]
+    if memory is not None and memories and max(memories) < memory:
+        raise ClusterError(
+            f"resources.memory={shown(memory)} but the largest worker of {info['address']} offers "
+            f"{shown(max(memories))}; lower resources.memory or start workers with more memory"
         )

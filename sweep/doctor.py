@@ -15,7 +15,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sweep import leases, limits
+import psutil
+
+from sweep import leases, limits, memory
 from sweep.capped import Child, ChildConfig, Limits, thread_budget
 from sweep.job import JobRef
 
@@ -82,6 +84,7 @@ def diagnose() -> dict[str, Any]:
         "predicted_uncapped_threads": limits.uncapped_threads(a),
         "budget": {f"k{k}": thread_budget(k) for k in (1, 2)},
         "core_leases": {"folder": str(leases.lease_dir()), "held": leases.holders()},
+        "memory": _memory(),
     }
     room = None if soft is None else soft - held
     dask = limits.DASK_THREADS + a
@@ -94,6 +97,12 @@ def diagnose() -> dict[str, Any]:
     report["jobs_that_fit_under_ulimit"] = fits
     report["verdict"] = _verdict(report, a, room, fits)
     return report
+
+
+def _memory() -> dict[str, Any]:
+    """The node's memory, what is available now, and what the local worker would offer."""
+    vm = psutil.virtual_memory()
+    return {"total": int(vm.total), "available": int(vm.available), "local_offer": memory.local_offer()}
 
 
 def _verdict(report: dict, a: int, room: int | None, fits: dict) -> str:
@@ -131,6 +140,10 @@ def render(report: dict[str, Any]) -> str:
         ("this process's affinity", f"{len(report['affinity'])} CPUs {report['affinity']}"),
         (f"cgroup v{cg['version']} cpuset", cg["cpuset"] or "-"),
         ("cgroup CPU quota", cg["cpu_max"] or "-"),
+        (
+            "memory (total / available / local worker offers)",
+            " / ".join(memory.shown(report["memory"][k]) for k in ("total", "available", "local_offer")),
+        ),
         ("cgroup pids limit", cg["pids_max"] or "-"),
         ("ulimit -u (soft / hard)", f"{u['soft'] or 'unlimited'} / {u['hard'] or 'unlimited'}"),
         ("threads you hold now", report["user_threads_now"]),

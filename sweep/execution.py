@@ -15,6 +15,7 @@ interrupted sweep loses nothing and a rerun runs only the points not ``done``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -93,6 +94,7 @@ class Execution:
         self._search: search.Study | None = None  # a search's study while it runs
         self._search_stopped: str | None = None  # why a search stopped early
         self._checkpoints = RunCheckpoints("")  # the running run's (set as it starts)
+        self._own_cluster = False  # whether this run started its cluster (not given a client)
         self._t0 = time.monotonic()
 
     def execute(self, client: Client | None) -> Any:
@@ -100,9 +102,9 @@ class Execution:
         them, and return the result dataset (see :meth:`sweep.Sweep.run`)."""
         k = self.recipe.resources.threads
         if client is None:
-            preflight(self.recipe.cluster, k)
+            preflight(self.recipe.cluster, k, self.recipe.resources.memory)
         else:
-            check_fits(client, k)
+            check_fits(client, k, self.recipe.resources.memory)
         self._check_thread_headroom(client)
         self._check_environment()
         self._child_config = plan.child_config(self.recipe)  # checks the compile cache (warns once)
@@ -149,6 +151,7 @@ class Execution:
             opening = pool.submit(self._open_store)
             try:
                 with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
+                    self._own_cluster = True
                     self._mark("cluster")
                     self._set_up_pool(own)
                     with opening.result() as store:
@@ -199,6 +202,7 @@ class Execution:
         try:
             if todo and client is None:
                 with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
+                    self._own_cluster = True
                     self._set_up_pool(own)
                     self._run_on(own, store, todo)
             elif todo and client is not None:
@@ -283,10 +287,9 @@ class Execution:
                     study.heard(event.index, event.step, event.values)
 
             client.subscribe_topic(topic, on_event)
-            threads = self.recipe.resources.threads
+            queue = None
             if study is None:
                 tasks = saved.carried(store, plan.tasks(self.loaded, todo, run=token, config=config))
-                window = Window(client, tasks, len(todo), self.loaded.space.names, token, threads=threads)
             else:
                 for told in study.history():
                     client.log_event(topic, events.to_msg(told))
@@ -298,20 +301,33 @@ class Execution:
                 tasks = saved.carried(
                     store, study.tasks(todo, plan.task_maker(self.loaded, token, config), asked)
                 )
-                window = Window(
-                    client,
-                    tasks,
-                    len(todo),
-                    self.loaded.space.names,
-                    token,
-                    threads=threads,
-                    queue=SEARCH_QUEUE,
-                )
+                queue = SEARCH_QUEUE
+            window = Window(
+                client,
+                tasks,
+                len(todo),
+                self.loaded.space.names,
+                token,
+                threads=self.recipe.resources.threads,
+                queue=queue,
+                **self._memory(),
+            )
             driver.publish(self.output, run=token)
             try:
                 self._collect(client, window, ResultWriter(store, bar.points_written))
             finally:
                 client.unsubscribe_topic(topic)
+                if window.learned_from and store.intact():
+                    store.set_attrs(sweep_memory_ask=json.dumps(
+                        {"bytes": window.memory, "learned_from": window.learned_from}
+                    ))  # fmt: skip
+
+    def _memory(self) -> dict[str, Any]:
+        """How the window asks memory (:mod:`sweep.memory`): ``resources.memory``, else learned;
+        of a cluster this run started with memory offers (local and batch), or of workers seen
+        to offer it."""
+        own = self._own_cluster and self.recipe.cluster.kind != "address"
+        return {"memory": self.recipe.resources.memory, "learn_memory": True, "offers_memory": own}
 
     def _study(self) -> search.Study | None:
         """The search's study (resumed from its journal), for a search; None otherwise."""

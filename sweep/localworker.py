@@ -8,7 +8,7 @@ the worker process is a fresh interpreter whose main module is this one, so the 
 module is never imported again (what a job needs is sent to it: import paths or
 cloudpickle). :class:`LocalWorker` is the ``SpecCluster`` handle that starts and stops it.
 
-The process runs the Worker itself (``nthreads = N``, ``resources={"threads": N}``, on
+The process runs the Worker itself (``nthreads = N``, ``resources={"threads": N, "memory": M}``, on
 127.0.0.1), not a Nanny that would spawn it: one interpreter start instead of two before the
 cluster is up (the jobs run in the pool's children anyway, never in the worker). What the
 Nanny gave, :class:`LocalWorker` does: a worker process killed or crashed (any exit but 0,
@@ -58,9 +58,10 @@ class LocalWorker(ProcessInterface):
         nthreads: int = 1,
         silence_logs: int = logging.ERROR,
         security: Any = None,
+        memory: int | None = None,
     ):
         self.scheduler = scheduler
-        self.options = {"nthreads": nthreads, "name": name, "silence_logs": silence_logs}
+        self.options = {"nthreads": nthreads, "name": name, "silence_logs": silence_logs, "memory": memory}
         self.security = security  # a temporary Security: its worker credentials go down a pipe
         self.process: asyncio.subprocess.Process | None = None
         self.restarts = 0
@@ -181,12 +182,15 @@ async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int, securit
 
     dask.config.set(QUIET)
     n = int(options["nthreads"])
+    resources: dict[str, float] = {"threads": n}
+    if options.get("memory") is not None:
+        resources["memory"] = float(options["memory"])
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with Worker(
         scheduler,
         nthreads=n,
-        resources={"threads": n},
+        resources=resources,
         host="127.0.0.1",
         security=security,
         dashboard_address="127.0.0.1:0",

@@ -17,6 +17,7 @@ jobs of ``TARGET_TASK_S`` or more stay one per task.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import statistics
 import time
@@ -27,11 +28,12 @@ import dask.config
 from distributed import Client, Future
 from distributed.scheduler import KilledWorker
 
-from sweep import cadence, plan, walltime
+from sweep import cadence, memory, plan, walltime
 from sweep.pool import run_points
 from sweep.protocol import PointRecord
 from sweep.task import PointTask
 
+log = logging.getLogger(__name__)
 MIN_IN_FLIGHT = 16
 IN_FLIGHT_PER_SLOT = 4
 TARGET_TASK_S = 0.1
@@ -61,10 +63,17 @@ class Window:
         *,
         threads: int = 1,
         queue: int | None = None,
+        memory: int | None = None,
+        learn_memory: bool = False,
+        offers_memory: bool = False,
     ) -> None:
         """``threads``: the cores of each point; ``queue``: when given, at most the cluster's
         job slots plus ``queue`` points are in flight, one per task, and a task is taken from
-        ``tasks`` only when there is room for it (a search asks each trial as late as it can)."""
+        ``tasks`` only when there is room for it (a search asks each trial as late as it can).
+        ``memory``: the bytes each point asks (``resources.memory``); ``learn_memory``: without
+        it, ask what the points that ended used (:func:`sweep.memory.learned_ask`). Memory is
+        asked only when ``offers_memory`` (a cluster this run started, whose workers all offer
+        it) or once a worker is seen to offer it (:mod:`sweep.memory`)."""
         self.client = client
         self.threads = threads
         self.queue = queue
@@ -77,16 +86,36 @@ class Window:
         self._held: PointTask | None = None
         self._slots = (0, -math.inf)  # job slots, and when they were counted
         self._every = cadence.refresh_s()
+        self.memory = memory  # what each point asks now (None: nothing)
+        self._learn = learn_memory and memory is None
+        self.learned_from = 0  # points whose peak RSS the learned ask is based on
+        self._peaks: list[int] = []
+        self._offered: list[int] = []  # the memory each worker offers, at the last count
+        self._offers_memory = offers_memory
 
     def slots(self, threads: int) -> int:
-        """How many jobs of ``threads`` cores the cluster's workers can run at once (counted at
-        most every :func:`cadence.refresh_s`: it asks the scheduler)."""
+        """How many jobs of ``threads`` cores (and the memory each asks) the cluster's workers
+        can run at once (counted at most every :func:`cadence.refresh_s`: it asks the scheduler)."""
         count, when = self._slots
         if time.monotonic() - when >= self._every:
             workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
-            count = sum(int(w.get("resources", {}).get("threads", 0)) // threads for w in workers)
+            offers = [w.get("resources", {}) for w in workers]
+            self._offered = [int(o[memory.RESOURCE]) for o in offers if memory.RESOURCE in o]
+            ask = self._ask()
+            count = sum(
+                memory.at_once(int(o.get("threads", 0)), threads, o.get(memory.RESOURCE), ask)[0]
+                for o in offers
+            )
             self._slots = (count, time.monotonic())
         return count
+
+    def _ask(self) -> int | None:
+        """The memory a point asks of the scheduler: none of workers that offer none."""
+        return self.memory if self._offers_memory or self._offered else None
+
+    def _resources(self, threads: int) -> dict[str, float]:
+        ask = self._ask()
+        return {"threads": threads} if ask is None else {"threads": threads, memory.RESOURCE: ask}
 
     def _take(self) -> PointTask | None:
         if self._held is not None:
@@ -105,6 +134,8 @@ class Window:
             self.left = 0
             return new
         most = max(MIN_IN_FLIGHT, IN_FLIGHT_PER_SLOT * slots) if self.queue is None else slots + self.queue
+        if self._learn and not self._peaks:  # what a point uses is still unknown: no more than run
+            most = min(most, max(1, slots))
         room = most - len(self.in_flight)
         while head is not None and room > 0:
             size = chunk_size(self.walls, self.left, slots) if self.queue is None else 1
@@ -114,7 +145,7 @@ class Window:
                 chunk,
                 walltime.estimate(self.walls),
                 key=self._key(chunk),
-                resources={"threads": head.threads},
+                resources=self._resources(head.threads),
                 pure=False,
             )
             self.in_flight[future] = chunk
@@ -130,8 +161,21 @@ class Window:
         chunk = self.in_flight.pop(future)
         if isinstance(result, list) and all(isinstance(r, PointRecord) for r in result):
             self.walls = (self.walls + [r.wall_s for r in result if not math.isnan(r.wall_s)])[-64:]
+            self._learn_from(result)
             return result
         return [PointRecord(t.index, status="failed", attempts=1, error=_task_failed(result)) for t in chunk]
+
+    def _learn_from(self, records: list[PointRecord]) -> None:
+        """Raise the learned ask to what the points that ended used (never lower it)."""
+        if not self._learn:
+            return
+        self._peaks += [r.peak_rss for r in records if r.peak_rss > 0]
+        ask = memory.learned_ask(self._peaks, max(self._offered, default=None))
+        if ask is not None and ask > (self.memory or 0):
+            log.info("points now ask %s each (%gx the largest peak RSS of %d points)",
+                     memory.shown(ask), memory.LEARN_FACTOR, len(self._peaks))  # fmt: skip
+            self.memory, self.learned_from = ask, len(self._peaks)
+            self._slots = (self._slots[0], -math.inf)  # recount with the new ask
 
     def _key(self, chunk: list[PointTask]) -> str:
         key = plan.task_key(chunk[0], self.names, self.token)

@@ -37,3 +37,5 @@ def test_doctor_json_reports_measured_children_and_core_leases(capsys, tmp_path,
         assert m["uncapped"] > m["capped_k1"] and m["capped_k2"] <= 20
     assert report["affinity"] and "soft" in report["ulimit_u"] and report["verdict"].startswith("OK")
     assert set(report["jobs_that_fit_under_ulimit"]) == {"capped_k1", "uncapped_k1"}
+    mem = report["memory"]
+    assert mem["total"] >= mem["available"] > mem["local_offer"] >= 0

@@ -347,3 +347,18 @@ def test_a_preempted_batch_job_requeues_its_point_without_spending_a_retry(slurm
     for i in range(12):
         value = value * 0.5 + i
     assert ds["value"].item() == value
+
+
+def test_a_batch_job_of_1gib_holds_one_600mib_point_at_a_time(slurm, tmp_path):
+    s = slurm_sweep(
+        tmp_path,
+        {"grid": {"x": [0, 1, 2]}, "fixed": {"mb": 200, "hold": 1.5}},
+        job="allocate",
+        resources={"memory": "600MiB"},
+        memory="1GiB",
+    )
+    ds = s.run(progress=False)
+    assert (ds["status"] == "done").all(), ds["error"].values
+    spans = sorted(zip(ds["started"].values, ds["finished"].values))
+    assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans
+    assert len(set(ds["batch_job"].values.tolist())) == 1  # one job of 2 cores, one point at a time
