@@ -5,7 +5,8 @@
 ``/status``: ``/sweep`` (an HTML page that polls) and ``/sweep/data.json``. It learns about
 sweeps through Dask's structured events (:mod:`sweep.events`): the client announces the
 points, workers announce each start, each :func:`sweep.report` and each end. The page itself
-is ``sweep/templates/sweep.html``.
+is ``sweep/templates/sweep.html``. Above the sweeps it shows the memory the running points
+asked of the workers against what the workers offer (:mod:`sweep.memory`).
 For a sweep over a two-axis grid the page also draws a heatmap of each point's latest
 reported objective (its first reported value). For a search it draws the best objective so
 far against the trials, and the reported curve (the pruner's metric, else the first
@@ -24,7 +25,7 @@ from typing import Any
 from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.web import RequestHandler
 
-from sweep import _compat, events
+from sweep import _compat, events, memory
 
 NAME = "sweep-dashboard"
 KEEP_SWEEPS = 20
@@ -40,8 +41,10 @@ class SweepPage(SchedulerPlugin):
 
     def __init__(self) -> None:
         self.sweeps: dict[str, dict[str, Any]] = {}
+        self.scheduler: Any = None
 
     async def start(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
         app = _compat.http_application(scheduler)
         if app is not None:
             app.add_handlers(
@@ -104,7 +107,22 @@ class SweepPage(SchedulerPlugin):
             out.append(
                 {k: v for k, v in sweep.items() if k != "points"} | {"points": list(sweep["points"].values())}
             )
-        return {"sweeps": out, "time": time.time()}
+        return {"sweeps": out, "workers": self.workers(), "time": time.time()}
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Each worker's offered threads and memory, and the memory its running points asked
+        (:mod:`sweep.memory`)."""
+        if self.scheduler is None:
+            return []
+        return [
+            {
+                "address": address,
+                "threads": ws.resources.get("threads", 0),
+                "memory": ws.resources.get(memory.RESOURCE, 0),
+                "memory_asked": ws.used_resources.get(memory.RESOURCE, 0),
+            }
+            for address, ws in self.scheduler.workers.items()
+        ]
 
 
 @cache

@@ -1,6 +1,7 @@
 """Watching sweeps: sweep.report streaming, the background handle, the /sweep page data."""
 
 import json
+import urllib.error
 import urllib.request
 
 import pytest
@@ -94,3 +95,27 @@ def test_sweep_report_is_the_function_whatever_was_imported_first():
     import sweep.child.reporting
 
     assert sweep.report is sweep.child.reporting.report
+
+
+def test_the_sweep_page_shows_the_memory_running_points_asked_of_the_workers(client, tmp_path):
+    s = Sweep(
+        f"{JOBS}:reporting",
+        {"grid": {"x": [1.0]}, "fixed": {"steps": 10, "seconds": 0.3}},
+        output=tmp_path / "m.zarr",
+        resources={"memory": "100MiB"},
+    )
+    run = s.start(client=client, progress=False)
+    base = client.dashboard_link.rsplit("/", 1)[0]
+
+    def workers():
+        try:
+            with urllib.request.urlopen(f"{base}/sweep/data.json", timeout=5) as r:
+                return json.load(r)["workers"]
+        except urllib.error.HTTPError:  # the page is not registered yet
+            return []
+
+    wait_for(lambda: any(w["memory_asked"] == 100 << 20 for w in workers()))
+    (worker,) = workers()
+    assert worker["memory"] > 100 << 20 and worker["threads"] >= 1
+    run.wait(120)
+    wait_for(lambda: all(w["memory_asked"] == 0 for w in workers()), seconds=10)
