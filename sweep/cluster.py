@@ -273,13 +273,14 @@ ALL_INTERFACES = ("", "0.0.0.0", "::", "[::]", "*")
 
 def dashboard_hint(client: Client, settings: ClusterSettings) -> str:
     """The dashboard's link on the address it listens on (``cluster.dashboard``'s host; Dask's
-    own link names the scheduler's host), and, for a batch cluster whose dashboard listens on
-    loopback only, the SSH tunnel to reach it from another machine."""
+    own link names the scheduler's host) with the ``/sweep`` page beside it, and, for a batch
+    cluster whose dashboard listens on loopback only, the SSH tunnel to reach it from another
+    machine."""
     link = urlsplit(client.dashboard_link)
     host = settings.dashboard.rpartition(":")[0]
     if host not in ALL_INTERFACES and link.port is not None:
         link = link._replace(netloc=f"{host}:{link.port}")
-    text = urlunsplit(link)
+    text = f"{urlunsplit(link)} (points: {urlunsplit(link._replace(path='/sweep'))})"
     if settings.kind in jobqueue.CLASSES and link.hostname in ("127.0.0.1", "localhost", "::1"):
         port = link.port
         text += f"  (from your machine: ssh -N -L {port}:127.0.0.1:{port} {socket.getfqdn()})"

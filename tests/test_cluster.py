@@ -169,7 +169,9 @@ def test_the_printed_dashboard_link_is_where_the_dashboard_listens(tmp_path):
         assert cluster.scheduler.address.startswith("tls://127.0.0.2:")
         printed = dashboard_hint(client, settings)
         link, _, tunnel = printed.partition("  ")
+        link, points = link.split(" (points: ")
         assert link.startswith("http://127.0.0.1:"), printed
+        assert points == link.replace("/status", "/sweep") + ")", printed
         port = link.split(":")[2].split("/")[0]
         assert f"ssh -N -L {port}:127.0.0.1:{port}" in tunnel
         with urllib.request.urlopen(link, timeout=10) as page:
