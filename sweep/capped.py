@@ -87,6 +87,7 @@ SAMPLE_S = 0.1
 # How often the sampler looks for the processes a job started: finding them reads every
 # process's /proc entry (a node's thousands), their threads and memory are read every SAMPLE_S.
 SCAN_S = 0.5
+LIVE_EVERY_S = 2.0  # how often a running job's samples are passed on (the /sweep page)
 MIN_XLA_THREADS = 2  # XLA's client pool never below this (host callbacks deadlock with 1)
 STACKS_SIGNAL = signal.SIGUSR1  # the child dumps its Python threads' stacks on it (faulthandler)
 STACKS_WAIT_S = 1.0
@@ -405,6 +406,7 @@ class Child:
         attempt: int = 1,
         on_report: Callable[[Report], None] | None = None,
         checkpoints: PointCheckpoints | None = None,
+        on_sample: Callable[[int, int, float, float], None] | None = None,
     ) -> PointRecord:
         """Run one job and return what became of it; never raises for the job's own faults.
 
@@ -416,8 +418,9 @@ class Child:
         :func:`sweep.report` of the job is kept in ``reports`` (tagged with ``attempt``) and
         passed to ``on_report`` as it arrives. Each :func:`sweep.checkpoint` goes to
         ``checkpoints`` (counted in ``checkpoints``), and :func:`sweep.restore` is answered from
-        it (None without one; ``resumed_from`` says which). ``index`` is left empty for the
-        caller.
+        it (None without one; ``resumed_from`` says which). ``on_sample`` is called every
+        LIVE_EVERY_S with the tree's threads, RSS, CPU seconds and the seconds since the job
+        started. ``index`` is left empty for the caller.
         """
         self.jobs_run += 1
         self.attempt = attempt
@@ -431,7 +434,7 @@ class Child:
         except OSError:
             self._record_death(record)
         else:
-            self._watch(record, limits, t0, attempt, on_report, checkpoints)
+            self._watch(record, limits, t0, attempt, on_report, checkpoints, on_sample)
         if not record.logs:
             record.logs = [self.log_text(limits.log_bytes)]
         record.finished = time.time()
@@ -447,11 +450,13 @@ class Child:
         attempt: int,
         on_report: Callable[[Report], None] | None,
         checkpoints: PointCheckpoints | None = None,
+        on_sample: Callable[[int, int, float, float], None] | None = None,
     ) -> None:
         """Wait for the job's end, sampling the tree every SAMPLE_S and enforcing ``limits``."""
         deadline = t0 + limits.timeout if limits.timeout else math.inf
         peak_threads = peak_rss = 0
         cpu, busy = -1.0, t0  # the tree's CPU seconds at the last sample; when they last grew
+        told = t0  # when on_sample was last called
         while True:
             if self._wait_readable(min(SAMPLE_S, deadline - time.monotonic())):
                 if self._take_reply(record, attempt, on_report, checkpoints):
@@ -462,6 +467,9 @@ class Child:
             now = time.monotonic()
             if cpu_now != cpu:
                 cpu, busy = cpu_now, now
+            if on_sample is not None and now - told >= LIVE_EVERY_S:
+                on_sample(threads, rss, cpu_now, now - t0)
+                told = now
             if not self.alive():
                 self._record_death(record)
                 break

@@ -7,10 +7,11 @@ sweeps through Dask's structured events (:mod:`sweep.events`): the client announ
 points, workers announce each start, each :func:`sweep.report` and each end. The page itself
 is ``sweep/templates/sweep.html``. Above the sweeps it shows the memory the running points
 asked of the workers against what the workers offer (:mod:`sweep.memory`).
-For a sweep over a two-axis grid the page also draws a heatmap of each point's latest
-reported objective (its first reported value). For a search it draws the best objective so
-far against the trials, and the reported curve (the pruner's metric, else the first
-objective, against the step) of each trial, the running ones in colour.
+Each point carries its live samples while it runs (threads, budget, RSS, CPU seconds:
+:class:`~sweep.events.PointSampled`) and a curve per reported metric, kept for the
+CURVED_POINTS points that reported last. The page draws those curves for every sweep (a
+metric picker, a log scale), a heatmap of each point's latest reported objective for a
+two-axis grid, and for a search the best objective so far against the trials.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from sweep import _compat, events, memory
 
 NAME = "sweep-dashboard"
 KEEP_SWEEPS = 20
-CURVE_POINTS = 400  # a trial's curve keeps its last this many reports
+CURVE_POINTS = 400  # a point's curve of a metric keeps its last this many reports
+CURVED_POINTS = 300  # points of a sweep that keep curves (the latest to report)
 PAGE = "templates/sweep.html"  # package data
 
 
@@ -77,12 +79,10 @@ class SweepPage(SchedulerPlugin):
         elif isinstance(event, events.PointReported):
             point["latest"] = event.latest
             point["reports"] = point.get("reports", 0) + 1
-            search = sweep.get("search") or {}
-            metric = search.get("metric") or (search.get("objectives") or [""])[0]
-            if metric in event.values:
-                curve = point.setdefault("curve", [])
-                curve.append([event.step if event.step is not None else len(curve), event.values[metric]])
-                del curve[:-CURVE_POINTS]
+            _extend_curves(sweep, point, event)
+        elif isinstance(event, events.PointSampled):
+            if point.get("status") == "running":
+                point["live"] = {k: v for k, v in asdict(event).items() if k != "index"}
         elif isinstance(event, events.CheckpointSaved):
             point["checkpoint"] = event.number
         elif isinstance(event, events.TrialTold):
@@ -92,6 +92,8 @@ class SweepPage(SchedulerPlugin):
                 point["status"] = ended
         else:
             point.update({k: v for k, v in asdict(event).items() if k != "index"})
+            point.pop("live", None)
+            point["ended_at"] = time.time()
 
     def _announce(self, name: str, event: events.SweepAnnounced) -> None:
         fields = asdict(event)
@@ -105,7 +107,8 @@ class SweepPage(SchedulerPlugin):
         out = []
         for sweep in sorted(self.sweeps.values(), key=lambda s: -s["since"]):
             out.append(
-                {k: v for k, v in sweep.items() if k != "points"} | {"points": list(sweep["points"].values())}
+                {k: v for k, v in sweep.items() if k not in ("points", "curved")}
+                | {"points": list(sweep["points"].values())}
             )
         return {"sweeps": out, "workers": self.workers(), "time": time.time()}
 
@@ -123,6 +126,25 @@ class SweepPage(SchedulerPlugin):
             }
             for address, ws in self.scheduler.workers.items()
         ]
+
+
+def _extend_curves(sweep: dict[str, Any], point: dict[str, Any], event: events.PointReported) -> None:
+    """Add a report to the point's curves (one per metric, its last CURVE_POINTS reports). At
+    most CURVED_POINTS points of a sweep keep curves: past that, the point that reported
+    least lately loses its curves (a big sweep's page draws its latest points, not all)."""
+    curves = point.setdefault("curves", {})
+    for metric, value in event.values.items():
+        curve = curves.setdefault(metric, [])
+        curve.append([event.step if event.step is not None else len(curve), value])
+        del curve[:-CURVE_POINTS]
+    order: dict[str, None] = sweep.setdefault("curved", {})
+    key = _key(event.index)
+    order.pop(key, None)
+    order[key] = None  # the most recent last
+    while len(order) > CURVED_POINTS:
+        oldest = next(iter(order))
+        del order[oldest]
+        sweep["points"].get(oldest, {}).pop("curves", None)
 
 
 @cache

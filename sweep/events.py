@@ -69,6 +69,19 @@ class PointReported:
 
 
 @dataclass(frozen=True)
+class PointSampled:
+    """What the watcher saw of a running point's process tree (sent every few seconds): its
+    threads (and the budget), resident memory, CPU seconds and seconds running."""
+
+    index: tuple[int, ...]
+    threads: int
+    budget: int
+    rss: int
+    cpu_s: float
+    elapsed: float
+
+
+@dataclass(frozen=True)
 class PointEnded:
     index: tuple[int, ...]
     status: Status
@@ -123,8 +136,18 @@ class PointsEnded:
     ends: tuple[PointEnded, ...]
 
 
-Event = SweepAnnounced | PointStarted | PointReported | PointEnded | PointsEnded | TrialTold | CheckpointSaved
+Event = (
+    SweepAnnounced
+    | PointStarted
+    | PointReported
+    | PointEnded
+    | PointsEnded
+    | TrialTold
+    | CheckpointSaved
+    | PointSampled
+)
 _KINDS: dict[str, type] = {
+    "sample": PointSampled,
     "checkpoint": CheckpointSaved,
     "sweep": SweepAnnounced,
     "start": PointStarted,

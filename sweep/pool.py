@@ -351,6 +351,15 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
             else None
         )
         tried = _more_memory(tried, record) if attempt > 1 else tried
+        sampled = (
+            (
+                lambda *seen: say(
+                    events.to_msg(events.PointSampled(task.index, seen[0], task.thread_budget, *seen[1:]))
+                )
+            )
+            if announce
+            else None
+        )
         record = _attempt(
             pool,
             tried,
@@ -358,6 +367,7 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
             lambda r, a=attempt: say(events.to_msg(events.PointReported.of(task.index, r, a))),
             started,
             checkpoints,
+            sampled,
         )
         reports.extend(record.reports)
         logs.extend(record.logs)
@@ -447,6 +457,7 @@ def _attempt(
     on_report: Any,
     on_start: Any = None,
     checkpoints: PointCheckpoints | None = None,
+    on_sample: Any = None,
 ) -> PointRecord:
     """One attempt at a point in a leased child (``on_start`` is called with its cores once it
     holds them); a child that can't start fails the attempt."""
@@ -463,6 +474,7 @@ def _attempt(
                 attempt=attempt,
                 on_report=on_report,
                 checkpoints=checkpoints,
+                on_sample=on_sample,
             )
             pool.ended(task.run, task.index, attempt, child, record)
             return record

@@ -34,6 +34,21 @@ pytestmark = [
 ]
 
 
+# the WCAG contrast ratio of each heatmap cell's text on its background
+CONTRASTS = r"""() => {
+  const lum = c => {
+    const [r, g, b] = c.match(/\d+/g).slice(0, 3).map(Number).map(v => v / 255)
+      .map(v => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  return [...document.querySelectorAll("table.heat td")].filter(td => td.innerText.trim()).map(td => {
+    const style = getComputedStyle(td);
+    const [a, b] = [lum(style.color), lum(style.backgroundColor)].sort((x, y) => y - x);
+    return (a + 0.05) / (b + 0.05);
+  });
+}"""
+
+
 @contextmanager
 def watching(client, s: Sweep):
     """A page of a headless Chromium and the dashboard's base URL while ``s`` runs on ``client``
@@ -72,10 +87,20 @@ def test_dashboard_and_sweep_page_render_a_running_sweep(client, tmp_path):
         wait_for(lambda: "running" in page.inner_text("#sweeps"), seconds=60)
         page.wait_for_selector("table.heat td", timeout=30_000)
         wait_for(lambda: page.locator("table.heat td").first.inner_text() != "", seconds=60)
+        # every point's reported curve, and the watcher's live threads of the running points
+        wait_for(lambda: page.locator("svg[id^=curves] polyline").count() >= 2, seconds=60)
+        wait_for(
+            lambda: any(t.strip() for t in page.locator("td.live-threads").all_inner_texts()), seconds=60
+        )
+        live = [t for t in page.locator("td.live-threads").all_inner_texts() if t.strip()]
         text = page.inner_text("#sweeps")
+        ratios = page.evaluate(CONTRASTS)
         page.screenshot(path=str(ARTIFACTS / "sweep-page.png"), full_page=True)
     assert "6 points" in text and "peak threads" in text and "objective" in text
-    assert "latest objective by x x y" in text
+    assert "latest objective by x x y" in text and "reported by each point" in text
+    threads, budget = (int(n) for n in live[0].replace("(", " ").replace(")", " ").split())
+    assert 0 < threads <= budget, live
+    assert ratios and min(ratios) >= 4.5, ratios  # WCAG AA for the heatmap's numbers
     assert (ARTIFACTS / "sweep-page.png").stat().st_size > 10_000
 
 

@@ -1,6 +1,6 @@
 """Sweep events as Dask carries them (sweep/events.py)."""
 
-from sweep import events
+from sweep import dashboard, events
 from sweep.dashboard import SweepPage
 
 
@@ -9,6 +9,7 @@ def test_events_survive_the_mapping_dask_carries_with_extra_keys():
         events.PointStarted((1, 2), "node1"),
         events.PointReported((1, 2), 3, {"loss": 0.5}, 1),
         events.CheckpointSaved((1, 2), 4, 2, 1024),
+        events.PointSampled((1, 2), 14, 17, 1 << 20, 0.5, 1.0),
         events.PointEnded((1, 2), "done", "node1", (0,), 15, 1.5, 1),
         events.PointsEnded(
             (
@@ -67,3 +68,29 @@ def test_the_sweep_page_counts_requeues_checkpoints_and_resumes():
     page.log_event(t, events.to_msg(events.PointEnded((0,), "oom", "h2", (0,), 15, 1.0, 1, 3)))
     point = page.snapshot()["sweeps"][0]["points"][0]
     assert point["status"] == "oom" and point["resumed_from"] == 3
+
+
+def test_the_sweep_page_keeps_a_curve_per_metric_for_its_latest_points_and_live_samples():
+    page = SweepPage()
+    t = events.topic("grid")
+    n = dashboard.CURVED_POINTS + 5
+    announce = events.SweepAnnounced("grid", ["x"], {"x": list(range(n))}, n, "jobs:f", [
+        {"index": [i], "params": {"x": i}, "status": "queued"} for i in range(n)
+    ])  # fmt: skip
+    page.log_event(t, events.to_msg(announce))
+    page.log_event(t, events.to_msg(events.PointStarted((0,), "h")))
+    page.log_event(t, events.to_msg(events.PointSampled((0,), 14, 17, 300 << 20, 1.5, 2.0)))
+    for i in range(n):
+        for step in range(3):
+            page.log_event(
+                t, events.to_msg(events.PointReported((i,), step, {"loss": 1.0 / (step + 1), "g": 2.0}, 1))
+            )
+    points = page.snapshot()["sweeps"][0]["points"]
+    first = next(p for p in points if p["index"] == [0])
+    assert first["live"] == {"threads": 14, "budget": 17, "rss": 300 << 20, "cpu_s": 1.5, "elapsed": 2.0}
+    curved = [p for p in points if p.get("curves")]
+    assert len(curved) == dashboard.CURVED_POINTS and "curves" not in first  # the oldest lost theirs
+    assert curved[-1]["curves"]["loss"] == [[0, 1.0], [1, 0.5], [2, 1.0 / 3]] and "g" in curved[-1]["curves"]
+    page.log_event(t, events.to_msg(events.PointEnded((0,), "done", "h", (0,), 15, 2.5, 1)))
+    first = next(p for p in page.snapshot()["sweeps"][0]["points"] if p["index"] == [0])
+    assert "live" not in first and first["ended_at"] > 0
