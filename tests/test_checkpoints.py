@@ -78,6 +78,7 @@ def test_outside_a_sweep_checkpoint_does_nothing_and_restore_is_none():
     assert sweep.restore() is None
 
 
+@pytest.mark.slow
 def test_a_retried_point_goes_on_from_its_last_checkpoint(client, tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -96,6 +97,7 @@ def test_a_retried_point_goes_on_from_its_last_checkpoint(client, tmp_path):
     assert stored.kept(tmp_path / "out.zarr") == set()  # done points keep none
 
 
+@pytest.mark.slow
 def test_a_timed_out_point_goes_on_from_its_last_checkpoint(client, tmp_path):
     ds = Sweep(
         f"{JOBS}:stepper",
@@ -183,6 +185,7 @@ def test_a_killed_driver_resumes_from_the_stored_checkpoint(tmp_path):
     assert f"resumed from checkpoint {ds['resumed_from'].item()}" in logs.stdout
 
 
+@pytest.mark.slow
 def test_the_quickstart_job_resumed_from_a_checkpoint_ends_as_an_uninterrupted_run():
     whole, resumed = run_then_resume(
         f"{ROOT / 'recipes' / 'jobs' / 'fdfd.py'}:optimize", {"steps": 20, "checkpoint_every": 5}, 2

@@ -34,6 +34,7 @@ def test_a_v2_count_is_read_from_memory_events(tmp_path):
     assert oom_kills(tmp_path / "nowhere") is None
 
 
+@pytest.mark.slow
 def test_the_memory_limit_reads_oom_and_a_retry_gets_twice_the_memory(client, tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
