@@ -15,7 +15,6 @@ largest), up to the largest worker's memory.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import psutil
 from dask.utils import format_bytes, parse_bytes
@@ -44,13 +43,12 @@ def size(value: str | int) -> int:
     return int(value) if isinstance(value, int) else int(parse_bytes(value))
 
 
-def learned_ask(peaks: Iterable[int], most: int | None = None) -> int | None:
+def learned_ask(largest_peak: int, most: int | None = None) -> int | None:
     """What points ask once some have ended: ``LEARN_FACTOR`` times the largest peak RSS seen
-    (rounded up to a MiB), at most ``most``; None before any peak is known."""
-    seen = [p for p in peaks if p > 0]
-    if not seen:
+    (rounded up to a MiB), at most ``most``; None before any peak is known (0)."""
+    if largest_peak <= 0:
         return None
-    ask = math.ceil(max(seen) * LEARN_FACTOR / MIB) * MIB
+    ask = math.ceil(largest_peak * LEARN_FACTOR / MIB) * MIB
     return ask if most is None else min(ask, most)
 
 

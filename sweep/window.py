@@ -89,7 +89,8 @@ class Window:
         self.memory = memory  # what each point asks now (None: nothing)
         self._learn = learn_memory and memory is None
         self.learned_from = 0  # points whose peak RSS the learned ask is based on
-        self._peaks: list[int] = []
+        self._largest_peak = 0  # the largest peak RSS of the points that ended
+        self._peaks_seen = 0  # how many points' peaks that is over
         self._offered: list[int] = []  # the memory each worker offers, at the last count
         self._offers_memory = offers_memory
 
@@ -134,16 +135,17 @@ class Window:
             self.left = 0
             return new
         most = max(MIN_IN_FLIGHT, IN_FLIGHT_PER_SLOT * slots) if self.queue is None else slots + self.queue
-        if self._learn and not self._peaks:  # what a point uses is still unknown: no more than run
+        if self._learn and not self._peaks_seen:  # what a point uses is still unknown: no more than run
             most = min(most, max(1, slots))
         room = most - len(self.in_flight)
+        expected = walltime.estimate(self.walls)
         while head is not None and room > 0:
             size = chunk_size(self.walls, self.left, slots) if self.queue is None else 1
             chunk = [head, *itertools.islice(self.tasks, size - 1)]
             future = self.client.submit(
                 run_points,
                 chunk,
-                walltime.estimate(self.walls),
+                expected,
                 key=self._key(chunk),
                 resources=self._resources(head.threads),
                 pure=False,
@@ -169,12 +171,16 @@ class Window:
         """Raise the learned ask to what the points that ended used (never lower it)."""
         if not self._learn:
             return
-        self._peaks += [r.peak_rss for r in records if r.peak_rss > 0]
-        ask = memory.learned_ask(self._peaks, max(self._offered, default=None))
+        peaks = [r.peak_rss for r in records if r.peak_rss > 0]
+        if not peaks:
+            return
+        self._peaks_seen += len(peaks)
+        self._largest_peak = max(self._largest_peak, *peaks)
+        ask = memory.learned_ask(self._largest_peak, max(self._offered, default=None))
         if ask is not None and ask > (self.memory or 0):
             log.info("points now ask %s each (%gx the largest peak RSS of %d points)",
-                     memory.shown(ask), memory.LEARN_FACTOR, len(self._peaks))  # fmt: skip
-            self.memory, self.learned_from = ask, len(self._peaks)
+                     memory.shown(ask), memory.LEARN_FACTOR, self._peaks_seen)  # fmt: skip
+            self.memory, self.learned_from = ask, self._peaks_seen
             self._slots = (self._slots[0], -math.inf)  # recount with the new ask
 
     def _key(self, chunk: list[PointTask]) -> str:

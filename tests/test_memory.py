@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import psutil
 import pytest
 
 from sweep import Sweep, memory
@@ -19,14 +20,14 @@ def test_points_at_once_are_limited_by_cores_or_memory():
 
 
 def test_the_learned_ask_is_a_margin_over_the_largest_peak_up_to_the_largest_worker():
-    assert memory.learned_ask([]) is None and memory.learned_ask([0]) is None
-    assert memory.learned_ask([100 * MIB, 300 * MIB]) == 375 * MIB
-    assert memory.learned_ask([300 * MIB], most=320 * MIB) == 320 * MIB
+    assert memory.learned_ask(0) is None
+    assert memory.learned_ask(300 * MIB) == 375 * MIB
+    assert memory.learned_ask(300 * MIB, most=320 * MIB) == 320 * MIB
 
 
 def test_the_local_offer_is_the_given_memory_or_what_is_available_less_a_margin():
     assert memory.local_offer("1GiB") == 1 << 30
-    assert 0 <= memory.local_offer() < __import__("psutil").virtual_memory().total
+    assert 0 <= memory.local_offer() < psutil.virtual_memory().total
 
 
 def intervals(ds) -> list[tuple[float, float]]:
@@ -73,31 +74,28 @@ def test_without_resources_memory_the_ask_is_learned_from_the_first_points(tmp_p
     assert "points asked" in status.stdout and "peak RSS" in status.stdout, status.stdout
 
 
-def test_a_point_asking_more_memory_than_any_worker_has_is_refused_at_validate(tmp_path):
+def validate(tmp_path, ask: str, cluster: dict):
+    """``sweep validate`` of a one-point recipe whose points ask ``ask`` on ``cluster``."""
     recipe = write_recipe(
         tmp_path / "r.yaml",
         job="noop",
         params={"grid": {"x": [0]}},
-        resources={"memory": "64GiB"},
-        cluster={"memory": "8GiB"},
+        resources={"memory": ask},
+        cluster=cluster,
         output=tmp_path / "out.zarr",
     )
-    out = cli("validate", str(recipe))
+    return cli("validate", str(recipe))
+
+
+def test_a_point_asking_more_memory_than_any_worker_has_is_refused_at_validate(tmp_path):
+    out = validate(tmp_path, "64GiB", {"memory": "8GiB"})
     assert out.returncode == 2, out.stdout + out.stderr
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "resources.memory=64.00 GiB" in lines[0] and "offers 8.00 GiB" in lines[0]
 
 
 def test_validate_says_how_many_points_run_at_once_and_what_limits_them(tmp_path):
-    recipe = write_recipe(
-        tmp_path / "r.yaml",
-        job="noop",
-        params={"grid": {"x": [0]}},
-        resources={"memory": "600MiB"},
-        cluster={"memory": "1GiB", "threads": 2},
-        output=tmp_path / "out.zarr",
-    )
-    out = cli("validate", str(recipe))
+    out = validate(tmp_path, "600MiB", {"memory": "1GiB", "threads": 2})
     assert out.returncode == 0, out.stderr
     assert "1 points of 1 cores and 600.00 MiB at a time, limited by memory" in out.stdout, out.stdout
 
