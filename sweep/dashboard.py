@@ -11,7 +11,9 @@ Each point carries its live samples while it runs (threads, budget, RSS, CPU sec
 :class:`~sweep.events.PointSampled`) and a curve per reported metric, kept for the
 CURVED_POINTS points that reported last. The page draws those curves for every sweep (a
 metric picker, a log scale), a heatmap of each point's latest reported objective for a
-two-axis grid, and for a search the best objective so far against the trials.
+two-axis grid, and for a search the best objective so far against the trials. A resumed
+sweep's announcement carries the stored reports of the CURVED_POINTS points that ended last,
+so the page draws the earlier runs' curves too.
 """
 
 from __future__ import annotations
@@ -100,8 +102,17 @@ class SweepPage(SchedulerPlugin):
         self.sweeps[name] = {**fields, "name": name, "points": {}, "since": time.time()}
         for old in sorted(self.sweeps, key=lambda n: self.sweeps[n]["since"])[:-KEEP_SWEEPS]:
             del self.sweeps[old]
+        sweep = self.sweeps[name]
         for p in event.points:
-            self.sweeps[name]["points"][_key(p["index"])] = {**p, "status": p.get("status", "queued")}
+            stored = p.get("reports", [])
+            point = {k: v for k, v in p.items() if k != "reports"} | {"status": p.get("status", "queued")}
+            sweep["points"][_key(p["index"])] = point
+            index = tuple(p["index"])
+            for row in stored:  # an earlier run's reports: drawn as the curves of ended points
+                values = {k: v for k, v in row.items() if k not in ("step", "time", "attempt")}
+                self._record(
+                    sweep, events.PointReported(index, row.get("step"), values, row.get("attempt", 1))
+                )
 
     def snapshot(self) -> dict[str, Any]:
         out = []

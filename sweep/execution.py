@@ -35,7 +35,7 @@ from sweep import cadence, driver, events, limits, plan, provenance, search
 from sweep.capped import multipliers
 from sweep.checkpoints import RunCheckpoints
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
-from sweep.dashboard import SweepPage
+from sweep.dashboard import CURVED_POINTS, SweepPage
 from sweep.errors import SweepWarning
 from sweep.pool import CorePool, on_pool
 from sweep.progress import SweepProgress, summary_table
@@ -271,7 +271,14 @@ class Execution:
         workers = dict(client.run(provenance.host_versions).values())
         store.set_attrs(sweep_provenance=provenance.record(self.loaded, workers))
         topic = events.topic(self.loaded.name)
-        client.log_event(topic, events.to_msg(plan.announcement(self.loaded, todo)))
+        small = len(self.loaded.space) <= plan.ANNOUNCED_POINTS  # else the page is told of no point
+        announced = plan.announcement(
+            self.loaded,
+            todo,
+            store.statuses() if small else None,
+            store.latest_reports(CURVED_POINTS) if small else None,
+        )
+        client.log_event(topic, events.to_msg(announced))
         total = len(self.loaded.space)
         token = uuid.uuid4().hex[:6]
         self._checkpoints = saved = RunCheckpoints(token)

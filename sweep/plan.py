@@ -120,13 +120,26 @@ def task_key(task: PointTask, names: Iterable[str], token: str) -> str:
 ANNOUNCED_POINTS = 10_000  # a larger sweep's page lists the points it hears of, not all
 
 
-def announcement(loaded: LoadedRecipe, todo: set[tuple[int, ...]]) -> SweepAnnounced:
-    """What the ``/sweep`` page is told of a sweep: its space, and which points are to run
-    (every point up to ANNOUNCED_POINTS; beyond, none: one event naming every point of a big
-    sweep would be megabytes)."""
+def announcement(
+    loaded: LoadedRecipe,
+    todo: set[tuple[int, ...]],
+    statuses: Any = None,
+    reports: Mapping[tuple[int, ...], list[dict[str, Any]]] | None = None,
+) -> SweepAnnounced:
+    """What the ``/sweep`` page is told of a sweep: its space, which points are to run, the
+    stored status of the others (``statuses``, an array over the space; else ``done``) and
+    the stored report rows of earlier runs' points (``reports``, so that a resumed sweep's
+    page draws their curves). Every point up to ANNOUNCED_POINTS; beyond, none: one event
+    naming every point of a big sweep would be megabytes."""
     space = loaded.space
+    reports = reports or {}
     points = [
-        {"index": list(p.index), "params": p.params, "status": "queued" if p.index in todo else "done"}
+        {
+            "index": list(p.index),
+            "params": p.params,
+            "status": "queued" if p.index in todo else "done" if statuses is None else str(statuses[p.index]),
+        }
+        | ({"reports": reports[p.index]} if p.index in reports and p.index not in todo else {})
         for p in space.points()
         if len(space) <= ANNOUNCED_POINTS
     ]

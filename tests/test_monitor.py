@@ -119,3 +119,26 @@ def test_the_sweep_page_shows_the_memory_running_points_asked_of_the_workers(cli
     assert worker["memory"] > 100 << 20 and worker["threads"] >= 1
     run.wait(120)
     wait_for(lambda: all(w["memory_asked"] == 0 for w in workers()), seconds=10)
+
+
+@pytest.mark.slow
+def test_a_resumed_sweeps_page_draws_the_curves_its_earlier_runs_stored(client, tmp_path):
+    def grown(xs):
+        fixed = {"steps": 4, "seconds": 0.05}
+        return Sweep(
+            f"{JOBS}:reporting",
+            {"grid": {"x": xs}, "fixed": fixed},
+            name="resumed",
+            output=tmp_path / "r.zarr",
+        )
+
+    grown([1.0, 2.0]).run(client=client, progress=False)
+    grown([1.0, 2.0, 3.0]).run(client=client, progress=False)  # runs x=3 only
+    base = client.dashboard_link.rsplit("/", 1)[0]
+    with urllib.request.urlopen(f"{base}/sweep/data.json", timeout=5) as r:
+        (sweep,) = [s for s in json.load(r)["sweeps"] if s["name"] == "resumed"]
+    points = {p["index"][0]: p for p in sweep["points"]}
+    assert {i: p["status"] for i, p in points.items()} == {0: "done", 1: "done", 2: "done"}
+    for i, x in enumerate([1.0, 2.0, 3.0]):  # the first two from the store, the third live
+        assert points[i]["curves"]["objective"] == [[step, x * (step + 1)] for step in range(4)]
+        assert points[i]["latest"] == {"step": 3, "objective": 4 * x, "other": -4 * x}

@@ -202,6 +202,17 @@ class Store:
     def statuses(self) -> np.ndarray:
         return np.asarray(self.group["status"][...], dtype=object)
 
+    def latest_reports(self, limit: int) -> dict[tuple[int, ...], list[dict[str, Any]]]:
+        """The stored :func:`sweep.report` rows of the ``limit`` points that ended last among
+        those that reported (what the ``/sweep`` page draws of a sweep's earlier runs)."""
+        text = np.asarray(self.group["reports"][...], dtype=object)
+        reported = np.argwhere(text != "")
+        if not len(reported):
+            return {}
+        ended = np.asarray(self.group["finished"][...], dtype="float64")[tuple(reported.T)]
+        last = reported[np.argsort(np.nan_to_num(ended, nan=-np.inf), kind="stable")[-limit:]]
+        return {tuple(int(i) for i in ix): json.loads(str(text[tuple(ix)])) for ix in last}
+
     def todo(self, only_failed: bool = False) -> set[tuple[int, ...]]:
         """Indices of points not yet ``done`` (pending, failed, timed out or killed); with
         ``only_failed``, only the failed, timed-out and killed ones.
