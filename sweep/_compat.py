@@ -63,6 +63,25 @@ def http_application(scheduler: Any) -> Any:
     return getattr(scheduler, "http_application", None)
 
 
+def add_dashboard_page(scheduler: Any, page: str) -> bool:
+    """Add ``page`` to the navigation bar of the scheduler's dashboard (every Bokeh page
+    rendered from now on: ``/status``, ``/workers``, ...); False where the dashboard is not
+    installed.
+
+    Relies on: ``distributed.dashboard.scheduler.template_variables(scheduler)``, memoized
+    per scheduler, whose ``"pages"`` list the dashboard's pages share by reference and render
+    as the navigation bar (``distributed/http/templates/base.html``).
+    """
+    try:
+        from distributed.dashboard.scheduler import template_variables
+    except ImportError:  # no bokeh: no dashboard, no navigation bar
+        return False
+    pages = template_variables(scheduler)["pages"]
+    if page not in pages:
+        pages.append(page)
+    return True
+
+
 def worker_plugin(worker: Any, name: str) -> Any:
     """The plugin registered on ``worker`` under ``name``, or None.
 

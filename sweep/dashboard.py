@@ -2,7 +2,8 @@
 
 :class:`SweepPage` is a ``distributed.SchedulerPlugin``. Registered by the client (see
 :meth:`sweep.Sweep.run`), it adds two routes to the scheduler's own HTTP server, next to
-``/status``: ``/sweep`` (an HTML page that polls) and ``/sweep/data.json``. It learns about
+``/status``: ``/sweep`` (an HTML page that polls) and ``/sweep/data.json``, and names ``sweep``
+in the navigation bar of Dask's own pages. It learns about
 sweeps through Dask's structured events (:mod:`sweep.events`): the client announces the
 points, workers announce each start, each :func:`sweep.report` and each end. The page itself
 is ``sweep/templates/sweep.html``. Above the sweeps it shows the memory the running points
@@ -51,6 +52,7 @@ class SweepPage(SchedulerPlugin):
         self.scheduler = scheduler
         app = _compat.http_application(scheduler)
         if app is not None:
+            _compat.add_dashboard_page(scheduler, "sweep")
             app.add_handlers(
                 r".*",
                 [(r"/sweep/data.json", _Data, {"page": self}), (r"/sweep/?", _Page, {"page": self})],

@@ -96,6 +96,10 @@ def test_dashboard_and_sweep_page_render_a_running_sweep(client, tmp_path):
         text = page.inner_text("#sweeps")
         ratios = page.evaluate(CONTRASTS)
         page.screenshot(path=str(ARTIFACTS / "sweep-page.png"), full_page=True)
+        page.goto(f"{base}/workers")  # Dask's own navigation bar leads to the page
+        page.click("a[href='sweep']", timeout=30_000)
+        page.wait_for_selector("text=browser", timeout=30_000)
+        assert page.url.endswith("/sweep")
     assert "6 points" in text and "peak threads" in text and "objective" in text
     assert "latest objective by x x y" in text and "reported by each point" in text
     threads, budget = (int(n) for n in live[0].replace("(", " ").replace(")", " ").split())

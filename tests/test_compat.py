@@ -58,6 +58,21 @@ def test_the_scheduler_serves_http_on_a_tornado_application():
         assert isinstance(_compat.http_application(cluster.scheduler), Application)
 
 
+def test_a_page_added_to_the_dashboard_is_in_the_navigation_bar_of_its_pages():
+    import urllib.request
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0") as cluster:
+        base = f"http://127.0.0.1:{cluster.scheduler.http_server.port}"
+        with urllib.request.urlopen(f"{base}/workers", timeout=10) as r:
+            assert 'href="added"' not in r.read().decode()
+        assert _compat.add_dashboard_page(cluster.scheduler, "added")
+        assert _compat.add_dashboard_page(cluster.scheduler, "added")  # once only
+        for page in ("workers", "status", "tasks"):
+            with urllib.request.urlopen(f"{base}/{page}", timeout=10) as r:
+                html = r.read().decode()
+            assert html.count('href="added"') == 1, page
+
+
 def test_worker_plugins_are_read_and_installed_from_a_task():
     def install_then_read():
         worker = get_worker()
