@@ -1,5 +1,6 @@
 """What the tests share besides fixtures: paths, recipe writers, command runners, waits."""
 
+import itertools
 import os
 import pwd
 import socket
@@ -187,3 +188,34 @@ def run_then_resume(job_ref: str, kwargs: dict, resume_from: int, **child_kw: An
         finally:
             child.close()
     return records[0], records[1]
+
+
+def overlapping_pairs_share_no_core(*datasets: Any) -> list:
+    """Pairs of points (across all datasets) that ran at the same time on a shared core."""
+    runs = []
+    for ds in datasets:
+        for cores, start, end in zip(
+            ds["cores"].values.ravel(), ds["started"].values.ravel(), ds["finished"].values.ravel()
+        ):
+            runs.append((set(cores.split(",")), start, end))
+    return [(a, b) for a, b in itertools.combinations(runs, 2) if a[1] < b[2] and b[1] < a[2] and a[0] & b[0]]
+
+
+def submit_side_by_side(tmp_path: Path, recipes: dict[str, dict[str, Any]]) -> list[Any]:
+    """Run one ``sweep submit`` per recipe (name: the keys of ``write_recipe``) at the same
+    time, each to ``tmp_path/NAME.zarr``; their result datasets once all have succeeded."""
+    from sweep import open_results
+
+    procs, outputs = [], []
+    for name, keys in recipes.items():
+        out = tmp_path / f"{name}.zarr"
+        recipe = write_recipe(
+            tmp_path / f"{name}.yaml", name=name, child={"preflight": False}, output=out, **keys
+        )
+        cmd = [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True))
+        outputs.append(out)
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    return [open_results(o) for o in outputs]

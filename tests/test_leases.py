@@ -1,6 +1,5 @@
 """Core leases per node (sweep/leases.py): disjoint across worker processes and sweeps."""
 
-import itertools
 import os
 import signal
 import subprocess
@@ -8,21 +7,15 @@ import sys
 import time
 
 import pytest
-import yaml
 
-from sweep import Sweep, leases, open_results
-from tests.helpers import JOBS, ROOT, scheduler_and_workers
-
-
-def overlapping_pairs_share_no_core(*datasets) -> list:
-    """Pairs of points (across all datasets) that ran at the same time on a shared core."""
-    runs = []
-    for ds in datasets:
-        for cores, start, end in zip(
-            ds["cores"].values.ravel(), ds["started"].values.ravel(), ds["finished"].values.ravel()
-        ):
-            runs.append((set(cores.split(",")), start, end))
-    return [(a, b) for a, b in itertools.combinations(runs, 2) if a[1] < b[2] and b[1] < a[2] and a[0] & b[0]]
+from sweep import Sweep, leases
+from tests.helpers import (
+    JOBS,
+    ROOT,
+    overlapping_pairs_share_no_core,
+    scheduler_and_workers,
+    submit_side_by_side,
+)
 
 
 def test_a_held_core_is_not_held_twice_and_comes_back_on_release(tmp_path):
@@ -72,29 +65,8 @@ def test_two_worker_processes_on_one_node_pin_to_different_cores(tmp_path):
 
 @pytest.mark.slow
 def test_two_sweeps_at_once_on_one_host_never_share_a_core(tmp_path):
-    procs, outputs = [], []
-    for name in ("left", "right"):
-        out = tmp_path / f"{name}.zarr"
-        recipe = tmp_path / f"{name}.yaml"
-        recipe.write_text(
-            yaml.safe_dump(
-                {
-                    "name": name,
-                    "job": f"{JOBS}:busy",
-                    "params": {"grid": {"x": [0, 1, 2]}, "fixed": {"seconds": 1.5}},
-                    "cluster": {"dashboard": "127.0.0.1:0"},
-                    "child": {"preflight": False},
-                    "output": str(out),
-                }
-            )
-        )
-        cmd = [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"]
-        procs.append(subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True))
-        outputs.append(out)
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
-    left, right = (open_results(o) for o in outputs)
+    keys = {"job": "busy", "params": {"grid": {"x": [0, 1, 2]}, "fixed": {"seconds": 1.5}}}
+    left, right = submit_side_by_side(tmp_path, {"left": keys, "right": keys})
     assert not overlapping_pairs_share_no_core(left, right)
 
 
