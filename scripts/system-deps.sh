@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # System packages some tests need: Debian's SLURM (tests/test_slurm.py), Chromium
-# (tests/test_browser.py) and serial Meep with MPB and matplotlib (python3-meep: the Meep leg of
-# `make test`, scripts/meep-env.sh). Installed when running as root with apt-get (as CI does);
-# elsewhere this says what is missing and those tests skip. Meep's MPI build
-# (python3-meep-mpi-default) conflicts with python3-meep and lacks MPB: where it is installed,
-# it is left alone and the Meep leg is skipped.
+# (tests/test_browser.py), Open MPI (tests/test_mpi.py) and serial Meep with MPB and
+# matplotlib (python3-meep: the Meep leg of `make test`, scripts/meep-env.sh). Installed when
+# running as root with apt-get (as CI does); elsewhere this says what is missing and those
+# tests skip. Meep's MPI build (python3-meep-mpi-default) conflicts with python3-meep and
+# lacks MPB: where it is installed, it is left alone and the Meep leg is skipped.
 set -euo pipefail
 need=()
 command -v slurmctld >/dev/null || need+=(slurmctld slurmd slurm-client munge)
 command -v chromium >/dev/null || need+=(chromium)
+command -v mpirun >/dev/null || need+=(openmpi-bin)
 if ! dpkg -s python3-meep python3-matplotlib >/dev/null 2>&1 && ! dpkg -s python3-meep-mpi-default >/dev/null 2>&1; then
     need+=(python3-meep python3-matplotlib)
 fi

@@ -13,6 +13,7 @@ from sweep._lazy import lazy_attributes
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time the names load lazily
     from sweep.child.checkpoints import checkpoint, restore
+    from sweep.child.ranks import rank, ranks
     from sweep.child.reporting import report
     from sweep.cluster import local_cluster
     from sweep.errors import SweepError
@@ -36,6 +37,8 @@ __getattr__ = lazy_attributes(
         "report": "sweep.child.reporting",
         "checkpoint": "sweep.child.checkpoints",
         "restore": "sweep.child.checkpoints",
+        "rank": "sweep.child.ranks",
+        "ranks": "sweep.child.ranks",
         "Pruned": "sweep.protocol",
         "Recipe": "sweep.recipe",
         "RecipeError": "sweep.recipe",
@@ -54,6 +57,8 @@ __all__ = [
     "checkpoint",
     "local_cluster",
     "open_results",
+    "rank",
+    "ranks",
     "report",
     "report_history",
     "restore",

@@ -137,6 +137,8 @@ class ChildConfig:
     compile_cache: str | None = None
     platforms: str = "cpu"
     env: tuple[tuple[str, str], ...] = ()
+    ranks: int = 1  # MPI ranks per point (sweep.mpi): each on its own len(cores) / ranks cores
+    mpirun: str = ""  # the MPI launcher's command; "" finds mpirun on PATH
 
     def environ(self, cores: Sequence[int], base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The child's full environment for a lease of ``cores``.
@@ -224,20 +226,33 @@ class Child:
                 spawn_config = replace(config, compile_cache=None)
         log_fd, self.log_path = tempfile.mkstemp(prefix="sweep-child-", suffix=".log")
         os.close(log_fd)
-        req_r, self._req_w = os.pipe()
-        self._rep_r, rep_w = os.pipe()
-        pin = ",".join(map(str, self.cores)) if config.cap else ""
-        args = [sys.executable, "-m", "sweep.child.bootstrap", pin, str(req_r), str(rep_w), str(os.getpid())]
-        try:
-            self.proc = self._spawn(args, (req_r, rep_w), spawn_config.environ(self.cores))
-        finally:
-            os.close(req_r)
-            os.close(rep_w)
+        self._req_w = self._rep_r = -1
+        self.proc = self._start(spawn_config)
         self.pid = self.proc.pid
         self._ps = psutil.Process(self.pid)
         self._oom = OomWatch(self.pid)
         self._tree: list[psutil.Process] = []  # the job's processes at the last scan
         self._scanned = -math.inf
+        self._await_ready()
+        log.info("spawned %s pid %d on cores %s (cap=%s)", self.what, self.pid, list(self.cores), config.cap)
+
+    what = "child"
+    reusable = True  # may serve another job (an MPI point's world serves one)
+
+    def _start(self, config: ChildConfig) -> subprocess.Popen:
+        """Spawn ``python -m sweep.child.bootstrap`` with a pipe each way."""
+        req_r, self._req_w = os.pipe()
+        self._rep_r, rep_w = os.pipe()
+        pin = ",".join(map(str, self.cores)) if config.cap else ""
+        args = [sys.executable, "-m", "sweep.child.bootstrap", pin, str(req_r), str(rep_w), str(os.getpid())]
+        try:
+            return self._spawn(args, (req_r, rep_w), config.environ(self.cores))
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
+
+    def _await_ready(self) -> None:
+        """Wait for the child's Ready (ChildDied when it doesn't come)."""
         if not self._wait_readable(START_TIMEOUT_S):
             self.kill()
             raise ChildDied(f"child did not start within {START_TIMEOUT_S:.0f} s", self.log_tail())
@@ -246,9 +261,8 @@ class Child:
         except EOFError:
             raise ChildDied(self._how_it_ended()[2], self.log_tail()) from None
         assert isinstance(ready, Ready), ready
-        log.info("spawned child pid %d on cores %s (cap=%s)", self.pid, pin or "any", config.cap)
 
-    def _spawn(self, args: list[str], fds: tuple[int, int], env: dict[str, str]) -> subprocess.Popen:
+    def _spawn(self, args: list[str], fds: tuple[int, ...], env: dict[str, str]) -> subprocess.Popen:
         """Popen, retried for a few seconds on EAGAIN: when another process of the user has
         just exhausted ``ulimit -u`` (a JAX child aborting in pthread_create), fork fails
         until that process is gone, and that should not cost this point."""

@@ -248,12 +248,12 @@ def _submit_args(q: argparse.ArgumentParser) -> None:
 
 @command("submit", "run a recipe's sweep (resumes an existing output)", _submit_args)
 def _submit(args: argparse.Namespace) -> int:
-    from sweep import cluster
+    from sweep import cluster, plan
 
     s = _load(args)
-    settings, k, memory = s.recipe.cluster, s.recipe.resources.threads, s.recipe.resources.memory
+    settings, k, memory = s.recipe.cluster, s.recipe.resources.cores, s.recipe.resources.memory
     if args.dry_run:
-        cluster.preflight(settings, k, memory)
+        plan.preflight(s.loaded)
         print(f"plan: {cluster.plan_text(settings, k, len(s), memory)}")
         print(f"output: {s.output}")
         if settings.kind in cluster.jobqueue.CLASSES:
@@ -545,15 +545,17 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"  space     {space.kind} {dict(zip(space.dims, space.shape))} = {len(space)} points")
     print(f"  fixed     {r.params.fixed}")
     print(
-        f"  resources threads={r.resources.threads} memory={r.resources.memory} "
+        f"  resources threads={r.resources.threads}"
+        + (f" ranks={r.resources.ranks}" if r.resources.ranks > 1 else "")
+        + f" memory={r.resources.memory} "
         f"timeout={r.resources.timeout} stall={r.resources.stall} retries={r.resources.retries}"
     )
     print(f"  cluster   {r.cluster.kind}")
     print(f"  output    {s.output}")
-    from sweep import cluster
+    from sweep import cluster, plan
 
-    cluster.preflight(r.cluster, r.resources.threads, r.resources.memory)
-    print(f"  plan      {cluster.plan_text(r.cluster, r.resources.threads, len(space), r.resources.memory)}")
+    plan.preflight(s.loaded)
+    print(f"  plan      {cluster.plan_text(r.cluster, r.resources.cores, len(space), r.resources.memory)}")
     if s.loaded.search is not None:
         from sweep.searchspec import describe
 

@@ -133,9 +133,10 @@ def _sigint_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def preflight(settings: ClusterSettings, threads: int, memory: int | None = None) -> None:
+def preflight(settings: ClusterSettings, threads: int, memory: int | None = None, ranks: int = 1) -> None:
     """Checks that need no cluster: a worker must be able to hold a job of ``threads`` cores
-    asking ``memory`` bytes (``resources.memory``)."""
+    (``ranks`` MPI ranks of ``threads // ranks`` each) asking ``memory`` bytes
+    (``resources.memory``)."""
     if settings.kind == "local":
         n = settings.threads or local_cores()
         if n > local_cores():
@@ -145,6 +146,11 @@ def preflight(settings: ClusterSettings, threads: int, memory: int | None = None
         n, where = settings.cores or 0, f"a {settings.kind} job (cluster.cores)"
     else:
         return
+    if threads > n and ranks > 1:
+        raise ClusterError(
+            f"resources.ranks={ranks} x resources.threads={threads // ranks} = {threads} cores per point "
+            f"but {where} has {n}; lower resources.ranks or resources.threads"
+        )
     if threads > n:
         raise ClusterError(
             f"resources.threads={threads} but {where} has {n} cores; lower resources.threads to at most {n}"

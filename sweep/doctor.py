@@ -85,6 +85,7 @@ def diagnose() -> dict[str, Any]:
         "budget": {f"k{k}": thread_budget(k) for k in (1, 2)},
         "core_leases": {"folder": str(leases.lease_dir()), "held": leases.holders()},
         "memory": _memory(),
+        "mpi": _mpi(),
     }
     room = None if soft is None else soft - held
     dask = limits.DASK_THREADS + a
@@ -97,6 +98,17 @@ def diagnose() -> dict[str, Any]:
     report["jobs_that_fit_under_ulimit"] = fits
     report["verdict"] = _verdict(report, a, room, fits)
     return report
+
+
+def _mpi() -> dict[str, Any]:
+    """The MPI launcher ``resources.ranks`` would use (``mpirun`` on PATH), or why none."""
+    from sweep import mpi
+
+    try:
+        path = mpi.launcher()[0]
+    except mpi.MpiMissing as exc:
+        return {"launcher": None, "why": str(exc)}
+    return {"launcher": path, "version": mpi.version(path)}
 
 
 def _memory() -> dict[str, Any]:
@@ -145,6 +157,7 @@ def render(report: dict[str, Any]) -> str:
             " / ".join(memory.shown(report["memory"][k]) for k in ("total", "available", "local_offer")),
         ),
         ("cgroup pids limit", cg["pids_max"] or "-"),
+        ("MPI for resources.ranks", _mpi_text(report["mpi"])),
         ("ulimit -u (soft / hard)", f"{u['soft'] or 'unlimited'} / {u['hard'] or 'unlimited'}"),
         ("threads you hold now", report["user_threads_now"]),
         ("JAX child, uncapped (measured)", m["uncapped"]),
@@ -166,6 +179,12 @@ def render(report: dict[str, Any]) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _mpi_text(found: dict[str, Any]) -> str:
+    if found["launcher"] is None:
+        return f"none: {found['why']}"
+    return f"{found['launcher']} ({found['version']})"
 
 
 def _leases_text(held: dict[int, str]) -> str:

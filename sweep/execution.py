@@ -34,7 +34,7 @@ from distributed import Client, Future, as_completed
 from sweep import cadence, driver, events, limits, plan, provenance, search
 from sweep.capped import multipliers
 from sweep.checkpoints import RunCheckpoints
-from sweep.cluster import SubmissionError, check_fits, connect, local_cores, preflight
+from sweep.cluster import SubmissionError, check_fits, connect, local_cores
 from sweep.dashboard import CURVED_POINTS, SweepPage
 from sweep.errors import SweepWarning
 from sweep.pool import CorePool, on_pool
@@ -100,10 +100,9 @@ class Execution:
     def execute(self, client: Client | None) -> Any:
         """Run every point not yet done, on ``client`` or on the recipe's cluster started for
         them, and return the result dataset (see :meth:`sweep.Sweep.run`)."""
-        k = self.recipe.resources.threads
-        if client is None:
-            preflight(self.recipe.cluster, k, self.recipe.resources.memory)
-        else:
+        k = self.recipe.resources.cores
+        plan.preflight(self.loaded, given_client=client is not None)
+        if client is not None:
             check_fits(client, k, self.recipe.resources.memory)
         self._check_thread_headroom(client)
         self._check_environment()
@@ -146,7 +145,7 @@ class Execution:
         thread while this one starts the local cluster: the two overlap, the store is ready
         before the first point is submitted. If the store is refused, the cluster is closed
         and the store's error raised; if the cluster fails to start, the store is closed."""
-        k = self.recipe.resources.threads
+        k = self.recipe.resources.cores
         with ThreadPoolExecutor(1, thread_name_prefix="sweep-store") as pool:
             opening = pool.submit(self._open_store)
             try:
@@ -166,7 +165,7 @@ class Execution:
         recipe's children (``child.prewarm``): called once per run, as soon as a client is
         there, so the children start while the store opens and the sweep is set up."""
         level = logging.getLogger("sweep").getEffectiveLevel()
-        warm = (self.recipe.resources.threads, self._child_config, self.recipe.child.max_jobs)
+        warm = (self.recipe.resources.cores, self._child_config, self.recipe.child.max_jobs)
         client.register_plugin(
             CorePool(log_level=level, warm=warm if self.recipe.child.prewarm else None), name=CorePool.name
         )
@@ -189,7 +188,7 @@ class Execution:
     def _work(self, store: Store, client: Client | None) -> None:
         """Run the store's points left to do on ``client``, or on the recipe's cluster started
         for them (none if nothing is left); the run's end state is recorded in the store."""
-        k = self.recipe.resources.threads
+        k = self.recipe.resources.cores
         if store.created and self.loaded.search is not None:
             search.journal_path(self.output).unlink(missing_ok=True)  # a study of an earlier store
         todo = store.todo(self.options.only_failed)
@@ -243,7 +242,7 @@ class Execution:
             cores = int(max((w["resources"].get("threads", 0) for w in workers), default=0))
         if not cores:
             return
-        p = limits.plan(cores, self.recipe.resources.threads, c.cap, self.sweep.thread_budget)
+        p = limits.plan(cores, self.recipe.resources.cores, c.cap, self.sweep.thread_budget)
         warning = limits.check_headroom(p)
         if warning:
             warnings.warn(warning, SweepWarning, stacklevel=3)
@@ -315,7 +314,7 @@ class Execution:
                 len(todo),
                 self.loaded.space.names,
                 token,
-                threads=self.recipe.resources.threads,
+                threads=self.recipe.resources.cores,
                 queue=queue,
                 **self._memory(),
             )

@@ -39,8 +39,25 @@ def child_config(recipe: Recipe) -> ChildConfig:
         )
         cache_dir = None
     return ChildConfig(
-        cap=c.cap, compile_cache=cache_dir, platforms=c.platforms, env=tuple(sorted(c.env.items()))
+        cap=c.cap,
+        compile_cache=cache_dir,
+        platforms=c.platforms,
+        env=tuple(sorted(c.env.items())),
+        ranks=recipe.resources.ranks,
+        mpirun=c.mpirun,
     )
+
+
+def preflight(loaded: LoadedRecipe, given_client: bool = False) -> None:
+    """The checks of a recipe that need no cluster (:func:`sweep.cluster.preflight` unless a
+    client is given, and :func:`sweep.mpi.preflight`); each raises a SweepError naming the fix."""
+    from sweep import cluster, mpi
+
+    r = loaded.recipe
+    if not given_client:
+        cluster.preflight(r.cluster, r.resources.cores, r.resources.memory, r.resources.ranks)
+    local = r.cluster.kind == "local" or given_client
+    mpi.preflight(r.resources.ranks, r.child.mpirun, local, loaded.job)
 
 
 def _unwritable(folder: str) -> str | None:
@@ -55,9 +72,15 @@ def _unwritable(folder: str) -> str | None:
 
 
 def budget(recipe: Recipe) -> int:
-    """Threads each job may hold: ``resources.thread_budget``, else 12 + 5k."""
+    """Threads each point may hold: ``resources.thread_budget``, else 12 + 5k; an MPI point's
+    ranks that each, plus the MPI runtime's own (:func:`sweep.mpi.point_budget`)."""
     r = recipe.resources
-    return r.thread_budget or thread_budget(r.threads)
+    per_rank = r.thread_budget or thread_budget(r.threads)
+    if r.ranks == 1:
+        return per_rank
+    from sweep.mpi import point_budget
+
+    return point_budget(r.ranks, per_rank)
 
 
 def task_maker(
@@ -85,7 +108,7 @@ def task_maker(
             index=index,
             job=loaded.job,
             kwargs={**fixed, **params},
-            threads=r.threads,
+            threads=r.cores,
             limits=limits,
             retries=r.retries,
             retry_memory=r.retry_memory,

@@ -42,6 +42,7 @@ from sweep.checkpoints import PointCheckpoints, metadata_key
 from sweep.job import JobRef
 from sweep.jobqueue import batch_job_id
 from sweep.logs import log_to_stderr
+from sweep.mpi import MpiChild
 from sweep.protocol import FINISHED, LogChunk, PointRecord, Saved, StoppedAttempt
 from sweep.task import PointTask
 
@@ -143,7 +144,8 @@ class CorePool(WorkerPlugin):
             for c in stale:
                 c.close()
             if child is None:
-                child = self._spawner.submit(Child, held.cores, config).result()
+                kind = MpiChild if config.ranks > 1 else Child
+                child = self._spawner.submit(kind, held.cores, config).result()
                 self.spawned += 1
             self._busy[child.pid] = (owner, point, child)
             yield child
@@ -200,7 +202,10 @@ class CorePool(WorkerPlugin):
         background; how many were started. Their cores are held while they warm, so a job
         that arrives meanwhile waits for the warm child instead of starting another. Idle
         children of another config are closed for them (as a lease of this config would);
-        cores running jobs are left alone."""
+        cores running jobs are left alone. An MPI point's world is not prewarmed (it serves
+        one attempt: :mod:`sweep.mpi`), so its cores stay free while no point runs."""
+        if config.ranks > 1:
+            return 0
         started = 0
         while True:
             with self._cond:
@@ -291,6 +296,7 @@ class CorePool(WorkerPlugin):
     def _give_back(self, held: leases.Held, child: Child | None, max_jobs: int, max_rss: int | None) -> None:
         keep = (
             child is not None
+            and child.reusable
             and child.alive()
             and not child.unrestorable
             and child.jobs_run < max_jobs

@@ -75,9 +75,10 @@ class Restored:
 # -- child -> parent ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Ready:
-    """Sent once, when the child is pinned and serving."""
+    """Sent once, when the child is pinned and serving (by each rank of an MPI point)."""
 
     pid: int
+    rank: int = 0
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,12 @@ class PointRecord:
     cores: tuple[int, ...] = field(
         default=(), metadata=_stored("str", "", "CPU ids the child was pinned to, comma-separated")
     )
+    rank_threads: tuple[int, ...] = field(
+        default=(), metadata=_stored("str", "", "peak threads of each MPI rank, comma-separated")
+    )
+    rank_rss: tuple[int, ...] = field(
+        default=(), metadata=_stored("str", "", "peak RSS of each MPI rank (bytes), comma-separated")
+    )
     host: str = field(default="", metadata=_stored("str", "", "host the job ran on"))
     batch_job: str = field(
         default="", metadata=_stored("str", "", "batch system job id of the worker (SLURM, PBS, ...)")
@@ -288,7 +295,7 @@ class PointRecord:
     def stored(self, name: str) -> Any:
         """The value of field ``name`` as the store holds it (tuples joined, reports as JSON)."""
         value = getattr(self, name)
-        if name in ("cores", "returned"):
+        if name in ("cores", "returned", "rank_threads", "rank_rss"):
             return ",".join(map(str, value))
         if name == "reports":
             import json

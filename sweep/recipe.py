@@ -103,9 +103,11 @@ class _Model(BaseModel):
 
 
 class Resources(_Model):
-    """Per-point resources; ``threads`` is k, the cores leased to each job."""
+    """Per-point resources; ``threads`` is k, the cores leased to each job (to each rank of an
+    MPI point of ``ranks`` ranks: :mod:`sweep.mpi`)."""
 
     threads: int = Field(1, ge=1)
+    ranks: int = Field(1, ge=1)
     memory: int | None = Field(None, gt=0)
     timeout: float | None = Field(None, gt=0)
     stall: float | None = Field(STALL_S, gt=0)
@@ -115,6 +117,11 @@ class Resources(_Model):
     checkpoint_bytes: int = Field(64 << 20, gt=0)
     retry_memory: float | None = None
     expected: float | None = Field(None, gt=0)
+
+    @property
+    def cores(self) -> int:
+        """Cores each point leases: ``threads`` per rank times ``ranks``."""
+        return self.threads * self.ranks
 
     _memory = field_validator("memory", "checkpoint_bytes", mode="before")(_size)
     _retry_memory = field_validator("retry_memory", mode="before")(_factor)
@@ -133,6 +140,7 @@ class ChildSettings(_Model):
     preflight: bool = True
     log_bytes: int = Field(1 << 20, ge=0)
     prewarm: bool = True
+    mpirun: str = ""
 
     _max_rss = field_validator("max_rss", "log_bytes", mode="before")(_size)
 

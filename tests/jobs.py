@@ -427,3 +427,32 @@ def allocate(x: int = 0, mb: int = 400, hold: float = 1.0, folder: str = "") -> 
     block[::4096] = b"x" * len(block[::4096])
     time.sleep(hold)
     return {"mb": float(len(block) >> 20)}
+
+
+def mpi_ranks(x: int = 1, seconds: float = 0.0, die_rank: int = -1, fail_rank: int = -1) -> dict:
+    """An mpi4py job: every rank adds x * (rank + 1) (rank 0's allreduce is stored), gathers
+    each rank's affinity and thread count; ``die_rank`` SIGKILLs itself mid-job and
+    ``fail_rank`` raises, after ``seconds``."""
+    import signal
+
+    from mpi4py import MPI
+
+    import sweep
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    assert rank == sweep.rank() and comm.Get_size() == sweep.ranks()
+    sweep.report(step=0, rank_seen=float(rank))
+    time.sleep(seconds)
+    if rank == die_rank:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if rank == fail_rank:
+        raise RuntimeError(f"rank {rank} gives up")
+    total = comm.allreduce(x * (rank + 1))
+    cores = comm.gather(sorted(os.sched_getaffinity(0)), root=0)
+    threads = comm.gather(len(os.listdir("/proc/self/task")), root=0)
+    print(f"rank {rank} of {comm.Get_size()} on cores {sorted(os.sched_getaffinity(0))}", flush=True)
+    if rank:
+        return {"total": -1.0}
+    most = max(threads)
+    return {"total": float(total), "rank_cores": cores, "rank_max_threads": most, "rank0_pid": os.getpid()}

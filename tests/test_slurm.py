@@ -64,9 +64,8 @@ def slurm_sweep(tmp_path, params, job="marked", resources=None, **cluster):
         "local_directory": str(tmp_path / "work"),
         **cluster,
     }
-    return Sweep(
-        f"{JOBS}:{job}", params, cluster=settings, output=tmp_path / "slurm.zarr", resources=resources or {}
-    )
+    ref = job if ":" in job else f"{JOBS}:{job}"  # a function of tests/jobs.py, or a job reference
+    return Sweep(ref, params, cluster=settings, output=tmp_path / "slurm.zarr", resources=resources or {})
 
 
 def squeue() -> list[str]:
@@ -362,3 +361,14 @@ def test_a_batch_job_of_1gib_holds_one_600mib_point_at_a_time(slurm, tmp_path):
     spans = sorted(zip(ds["started"].values, ds["finished"].values))
     assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans
     assert len(set(ds["batch_job"].values.tolist())) == 1  # one job of 2 cores, one point at a time
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
+def test_a_batch_job_of_2_cores_runs_a_2_rank_point_on_its_own_cores(slurm, tmp_path):
+    s = slurm_sweep(tmp_path, {"grid": {"x": [1, 2]}}, job="mpi_ranks", resources={"ranks": 2})
+    ds = s.run(progress=False)
+    assert (ds["status"] == "done").all(), ds["error"].values
+    assert ds["total"].values.tolist() == [3.0, 6.0]
+    for i in range(2):  # each rank on its own leased core, the launcher kept off srun
+        assert sorted(ds["rank_cores"].values[i].ravel().tolist()) == [0.0, 1.0]
+    assert len(set(ds["batch_job"].values.tolist())) == 1

@@ -13,6 +13,8 @@ package with numpy, jax and pydantic blocked). numpy is imported per job, lazily
 - :mod:`~sweep.child.outputs`: a job's return value as named numpy outputs with dims.
 - :mod:`~sweep.child.reporting`: :func:`sweep.report`, called from inside jobs.
 - :mod:`~sweep.child.checkpoints`: :func:`sweep.checkpoint` and :func:`sweep.restore`.
+- :mod:`~sweep.child.ranks`: :func:`sweep.rank` and :func:`sweep.ranks`; a rank's cores.
+- :mod:`~sweep.child.launch`: the MPI launcher of an MPI point, tied to the worker.
 
 The parent's handle on such a process is :mod:`sweep.capped`; what crosses between them is
 :mod:`sweep.protocol`.

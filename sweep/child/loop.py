@@ -19,7 +19,7 @@ import sys
 import time
 import traceback
 
-from sweep.child import isolation, sources
+from sweep.child import isolation, ranks, sources
 from sweep.protocol import (
     Checkpoint,
     Exit,
@@ -44,6 +44,7 @@ _request_fd: int | None = None  # where a Prune for the running job arrives
 _job = 0  # the number of the job running (1 = this child's first)
 _pruned = False  # the running job was told to stop
 _checkpoint_bytes = 64 << 20  # the running job's checkpoint size cap (RunJob.checkpoint_bytes)
+_rank = 0  # of an MPI point (sweep.child.ranks); other ranks' reports and checkpoints aren't sent
 
 
 def report(message: Report) -> bool:
@@ -51,6 +52,8 @@ def report(message: Report) -> bool:
     Raises Pruned once a Prune for the running job has arrived."""
     if _report_fd is None:
         return False
+    if _rank:  # an MPI point's reports are rank 0's
+        return True
     send(_report_fd, message)
     if not _pruned and _request_fd is not None and select.select([_request_fd], [], [], 0)[0]:
         _take_prune(receive(_request_fd))  # mid-job the parent sends nothing else unasked
@@ -78,7 +81,8 @@ def checkpoint(message: Checkpoint) -> bool:
             f"({cap:.1f} MiB); save less (e.g. the design and the optimiser's state, not the fields) "
             "or raise resources.checkpoint_bytes"
         )
-    send(_report_fd, message)
+    if not _rank:  # an MPI point's checkpoints are rank 0's
+        send(_report_fd, message)
     return True
 
 
@@ -243,12 +247,12 @@ def _flush() -> None:
 
 def serve(fd_in: int, fd_out: int) -> int:
     """Answer requests until Exit or until the parent closes the pipe; returns the exit code."""
-    global _report_fd, _request_fd
-    _report_fd, _request_fd = fd_out, fd_in
+    global _report_fd, _request_fd, _rank
+    _report_fd, _request_fd, _rank = fd_out, fd_in, ranks.rank()
     isolation.start()
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # the parent asks for stacks on a stall
     _line_buffered()
-    send(fd_out, Ready(os.getpid()))
+    send(fd_out, Ready(os.getpid(), _rank))
     while True:
         try:
             request = receive(fd_in)
