@@ -6,8 +6,9 @@ RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 LOWEST := .venv-lowest
 MEEP := .venv-meep
+MEEP_MPI := .venv-meep-mpi
 
-.PHONY: run test test-main test-lowest test-meep meep-env test-fast lint bench slurm clean
+.PHONY: run test test-main test-lowest test-meep meep-env test-meep-mpi test-fast lint bench slurm clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,13 +32,16 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# three stacks: the newest (every test), the lowest versions pyproject.toml allows (the tests
-# not marked slow and one real sweep) and a Meep user's (system Meep, numpy<2: the Meep tests)
+# four stacks: the newest (every test), the lowest versions pyproject.toml allows (the tests
+# not marked slow and one real sweep), a Meep user's (system Meep, numpy<2: the Meep tests)
+# and a Meep MPI user's (Debian's parallel Meep, unpacked: the MPI Meep and MPI point tests)
 test: lint
 	scripts/system-deps.sh
 	$(MAKE) --no-print-directory test-main test-lowest
 	@if scripts/meep-env.sh --check; then $(MAKE) --no-print-directory test-meep; \
 	else echo "note: no Meep on this system: its leg is skipped"; fi
+	@if scripts/meep-mpi-env.sh --check; then $(MAKE) --no-print-directory test-meep-mpi; \
+	else echo "note: the MPI Meep environment can't be built here: its leg is skipped"; fi
 
 test-main: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q -ra --durations=15
@@ -64,6 +68,13 @@ test-meep: $(MEEP)/.installed
 	$(MEEP)/bin/python -m pytest -q -ra -p no:cacheprovider tests/test_meep.py \
 		tests/test_notebooks.py::test_meep_notebook_runs tests/test_store.py
 
+$(MEEP_MPI)/.installed: pyproject.toml scripts/meep-mpi-env.sh
+	scripts/meep-mpi-env.sh $(MEEP_MPI)
+	touch $@
+
+test-meep-mpi: $(MEEP_MPI)/.installed
+	$(MEEP_MPI)/bin/python -m pytest -q -ra -p no:cacheprovider tests/test_meep_mpi.py
+
 test-fast: lint
 	$(BIN)/python -m pytest -q -m "not slow" --durations=15
 
@@ -74,4 +85,4 @@ slurm:
 	scripts/slurm-local.sh start
 
 clean:
-	rm -rf $(VENV) $(LOWEST) $(MEEP) results .pytest_cache
+	rm -rf $(VENV) $(LOWEST) $(MEEP) $(MEEP_MPI) results .pytest_cache

@@ -4,7 +4,8 @@
 # matplotlib (python3-meep: the Meep leg of `make test`, scripts/meep-env.sh). Installed when
 # running as root with apt-get (as CI does); elsewhere this says what is missing and those
 # tests skip. Meep's MPI build (python3-meep-mpi-default) conflicts with python3-meep and
-# lacks MPB: where it is installed, it is left alone and the Meep leg is skipped.
+# lacks MPB: where it is installed, it is left alone and the Meep leg is skipped (the MPI
+# Meep leg unpacks its own copy: scripts/meep-mpi-env.sh).
 set -euo pipefail
 need=()
 command -v slurmctld >/dev/null || need+=(slurmctld slurmd slurm-client munge)
