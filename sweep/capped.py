@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from sweep import protocol
+from sweep import gpus, protocol
+from sweep.gpus import GpuHeld
 from sweep.job import JobRef
 from sweep.oomkills import OomWatch
 from sweep.protocol import (
@@ -88,6 +89,7 @@ SAMPLE_S = 0.1
 # process's /proc entry (a node's thousands), their threads and memory are read every SAMPLE_S.
 SCAN_S = 0.5
 LIVE_EVERY_S = 2.0  # how often a running job's samples are passed on (the /sweep page)
+GPU_SAMPLE_S = 1.0  # how often a GPU point's device memory is read (a subprocess: nvidia-smi)
 MIN_XLA_THREADS = 2  # XLA's client pool never below this (host callbacks deadlock with 1)
 STACKS_SIGNAL = signal.SIGUSR1  # the child dumps its Python threads' stacks on it (faulthandler)
 STACKS_WAIT_S = 1.0
@@ -176,16 +178,17 @@ class Limits:
 
     timeout: float | None = None  # wall seconds -> status "timeout"
     memory: int | None = None  # RSS bytes summed over the tree -> status "oom"
+    gpu_memory: int | None = None  # device memory of the tree's processes -> status "oom"
     max_threads: int | None = None  # OS threads of the tree -> status "killed"
     stall: float | None = None  # seconds without CPU time used by the tree -> status "stalled"
     log_bytes: int = 1 << 20  # what the job printed is kept, up to its last this many bytes
     checkpoint_bytes: int = 64 << 20  # a sweep.checkpoint() state may pickle to this much
 
     def exceeded(
-        self, elapsed: float, rss: int, threads: int, idle: float = 0.0
+        self, elapsed: float, rss: int, threads: int, idle: float = 0.0, gpu: int = 0
     ) -> tuple[Status, str] | None:
         """The status and reason when a limit is passed (``idle``: seconds since the tree last
-        used CPU time), else None."""
+        used CPU time; ``gpu``: device memory held now), else None."""
         if self.timeout and elapsed >= self.timeout:
             return "timeout", f"timed out after {self.timeout:g} s (resources.timeout)"
         if self.stall and idle >= self.stall:
@@ -194,6 +197,9 @@ class Limits:
         if self.memory and rss > self.memory:
             used, cap = rss / 2**20, self.memory / 2**20
             return "oom", f"memory limit exceeded: RSS {used:.0f} MiB > {cap:.0f} MiB (resources.memory)"
+        if self.gpu_memory and gpu > self.gpu_memory:
+            used, cap = gpu / 2**20, self.gpu_memory / 2**20
+            return "oom", f"device memory exceeded: {used:.0f} MiB > {cap:.0f} MiB (resources.gpu_memory)"
         if self.max_threads and threads > self.max_threads:
             why = f"{threads} threads > {self.max_threads} (on_thread_overflow: fail)"
             return "killed", f"thread budget exceeded: {why}"
@@ -208,9 +214,12 @@ class Child:
     (the last lines are kept for error reports), and dies with the thread that spawned it.
     """
 
-    def __init__(self, cores: Sequence[int], config: ChildConfig = ChildConfig()) -> None:
+    def __init__(
+        self, cores: Sequence[int], config: ChildConfig = ChildConfig(), gpus: GpuHeld | None = None
+    ) -> None:
         self.cores = tuple(sorted(cores))
         self.config = config
+        self.gpus = gpus  # the device slots it was started with (sweep.gpus), kept while it lives
         self.jobs_run = 0
         self.attempt = 0  # of the job running or last run
         self.unrestorable: tuple[str, ...] = ()  # what a job changed here that can't be undone
@@ -246,10 +255,16 @@ class Child:
         pin = ",".join(map(str, self.cores)) if config.cap else ""
         args = [sys.executable, "-m", "sweep.child.bootstrap", pin, str(req_r), str(rep_w), str(os.getpid())]
         try:
-            return self._spawn(args, (req_r, rep_w), config.environ(self.cores))
+            return self._spawn(args, (req_r, rep_w), self.environ(config))
         finally:
             os.close(req_r)
             os.close(rep_w)
+
+    def environ(self, config: ChildConfig, cores: Sequence[int] | None = None) -> dict[str, str]:
+        """The child's environment: ``config``'s for ``cores`` (default its lease), and its
+        devices' (:meth:`sweep.gpus.GpuHeld.environ`) when it holds some."""
+        env = config.environ(self.cores if cores is None else cores)
+        return env if self.gpus is None else env | self.gpus.environ()
 
     def _await_ready(self) -> None:
         """Wait for the child's Ready (ChildDied when it doesn't come)."""
@@ -442,6 +457,8 @@ class Child:
         self._log_bytes = limits.log_bytes
         os.truncate(self.log_path, 0)
         record = PointRecord(index=(), cores=self.cores, pid=self.pid, started=time.time())
+        if self.gpus is not None:
+            record.gpus = tuple(d.index for d in self.gpus.devices)
         t0 = time.monotonic()
         try:
             protocol.send(self._req_w, RunJob(job, dict(kwargs), limits.checkpoint_bytes))
@@ -468,9 +485,9 @@ class Child:
     ) -> None:
         """Wait for the job's end, sampling the tree every SAMPLE_S and enforcing ``limits``."""
         deadline = t0 + limits.timeout if limits.timeout else math.inf
-        peak_threads = peak_rss = 0
+        peak_threads = peak_rss = gpu = 0
         cpu, busy = -1.0, t0  # the tree's CPU seconds at the last sample; when they last grew
-        told = t0  # when on_sample was last called
+        told = looked = t0  # when on_sample was last called; when device memory was last read
         while True:
             if self._wait_readable(min(SAMPLE_S, deadline - time.monotonic())):
                 if self._take_reply(record, attempt, on_report, checkpoints):
@@ -484,10 +501,14 @@ class Child:
             if on_sample is not None and now - told >= LIVE_EVERY_S:
                 on_sample(threads, rss, cpu_now, now - t0)
                 told = now
+            if self.gpus is not None and now - looked >= GPU_SAMPLE_S:
+                gpu = gpus.used_memory([self.pid, *(p.pid for p in self._tree)])
+                record.peak_gpu_memory = max(record.peak_gpu_memory, gpu)
+                looked = now
             if not self.alive():
                 self._record_death(record)
                 break
-            hit = limits.exceeded(now - t0, rss, threads, idle=now - busy)
+            hit = limits.exceeded(now - t0, rss, threads, idle=now - busy, gpu=gpu)
             if hit:
                 if hit[0] == "stalled":
                     self._dump_stacks()

@@ -17,6 +17,7 @@ gives each one k cores of its own.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -33,6 +34,8 @@ from distributed import Client, Scheduler, SpecCluster
 
 from sweep import cadence, jobqueue, walltime
 from sweep.errors import SweepError, SweepWarning
+from sweep.gpus import RESOURCE as GPUS
+from sweep.gpus import detect
 from sweep.localworker import QUIET, LocalWorker
 from sweep.memory import RESOURCE, at_once, local_offer, shown, size
 from sweep.recipe import ClusterSettings
@@ -61,12 +64,14 @@ def local_cluster(
     dashboard: str = "127.0.0.1:8787",
     security: bool = True,
     memory: str | int | None = None,
+    gpus: int | None = None,
 ) -> SpecCluster:
     """The cluster of ``kind: local``: the scheduler in this process and one worker process
     with ``threads`` cores (default: all of this process's affinity), ``nthreads`` and
     ``resources={"threads": N, "memory": M}`` to match (M: ``memory``, default the memory
-    available less a margin, :func:`sweep.memory.local_offer`), every server and the dashboard
-    on 127.0.0.1. The
+    available less a margin, :func:`sweep.memory.local_offer`) and ``"gpus": G`` (``gpus``,
+    default the devices :func:`sweep.gpus.detect` finds; none: no such resource), every server
+    and the dashboard on 127.0.0.1. The
     worker is its own ``python -m sweep.localworker`` (:mod:`sweep.localworker`), so a script
     without ``if __name__ == "__main__":`` is never imported again. Use it from a notebook to
     keep children warm across sweeps: ``client = Client(sweep.local_cluster())``, then
@@ -93,7 +98,11 @@ def local_cluster(
     if sec is not None:
         options["protocol"] = "tls"
     scheduler = {"cls": Scheduler, "options": options}
-    worker = {"cls": LocalWorker, "options": {"nthreads": n, "security": sec, "memory": local_offer(memory)}}
+    devices = len(detect()) if gpus is None else gpus
+    worker = {
+        "cls": LocalWorker,
+        "options": {"nthreads": n, "security": sec, "memory": local_offer(memory), "gpus": devices},
+    }
     with _sigint_deferred(), dask.config.set(QUIET):  # read as the scheduler starts
         return SpecCluster(
             scheduler=scheduler,
@@ -133,10 +142,14 @@ def _sigint_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def preflight(settings: ClusterSettings, threads: int, memory: int | None = None, ranks: int = 1) -> None:
+def preflight(
+    settings: ClusterSettings, threads: int, memory: int | None = None, ranks: int = 1, gpus: float = 0.0
+) -> None:
     """Checks that need no cluster: a worker must be able to hold a job of ``threads`` cores
     (``ranks`` MPI ranks of ``threads // ranks`` each) asking ``memory`` bytes
-    (``resources.memory``)."""
+    (``resources.memory``) and ``gpus`` devices (``resources.gpus``)."""
+    if gpus:
+        _gpu_preflight(settings, gpus)
     if settings.kind == "local":
         n = settings.threads or local_cores()
         if n > local_cores():
@@ -161,6 +174,23 @@ def preflight(settings: ClusterSettings, threads: int, memory: int | None = None
             f"resources.memory={shown(memory)} but {where} offers {shown(offer)} "
             f"({'cluster.memory' if settings.memory else 'the memory available, less a margin'}); "
             "lower resources.memory or give the workers more (cluster.memory)"
+        )
+
+
+def _gpu_preflight(settings: ClusterSettings, gpus: float) -> None:
+    """A point asking ``gpus`` devices needs a worker that has that many."""
+    need = math.ceil(gpus)
+    if settings.kind == "local":
+        have = settings.gpus if settings.gpus is not None else len(detect())
+        if need > have:
+            raise ClusterError(
+                f"resources.gpus={gpus:g} but the local worker has {have} GPU(s) (nvidia-smi lists the "
+                "devices; cluster.gpus overrides); run on a node with devices or drop resources.gpus"
+            )
+    elif settings.kind in jobqueue.CLASSES and need > (settings.gpus or 0):
+        raise ClusterError(
+            f"resources.gpus={gpus:g} but a {settings.kind} job asks for {settings.gpus or 0} GPU(s); "
+            f"set cluster.gpus (devices per batch job) to at least {need}"
         )
 
 
@@ -189,10 +219,16 @@ def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
         tls_dir = Path(opts.pop("shared_temp_directory", Path.home() / ".cache" / "sweep" / "tls"))
         tls_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         opts["shared_temp_directory"] = str(tls_dir)
+    offer = f"threads={settings.cores},{RESOURCE}={size(settings.memory or 0)}"
+    if settings.gpus:  # the batch system gives the job its devices; the worker offers them
+        offer += f",{GPUS}={settings.gpus}"
+        opts["job_extra_directives"] = jobqueue.gpu_directives(
+            settings.kind, settings.gpus, opts.get("job_extra_directives")
+        )
     worker_args = [
         *opts.pop("worker_extra_args", []),
         "--resources",
-        f"threads={settings.cores},{RESOURCE}={size(settings.memory or 0)}",
+        offer,
         "--dashboard-address",
         "127.0.0.1:0",
     ]
@@ -306,7 +342,7 @@ def connect(
     if settings.kind == "local":
         with (
             local_cluster(
-                settings.threads, settings.dashboard, settings.security, settings.memory
+                settings.threads, settings.dashboard, settings.security, settings.memory, settings.gpus
             ) as cluster,
             Client(cluster, security=cluster.security) as client,
         ):

@@ -86,6 +86,7 @@ def diagnose() -> dict[str, Any]:
         "core_leases": {"folder": str(leases.lease_dir()), "held": leases.holders()},
         "memory": _memory(),
         "mpi": _mpi(),
+        "gpus": _gpus(),
     }
     room = None if soft is None else soft - held
     dask = limits.DASK_THREADS + a
@@ -98,6 +99,27 @@ def diagnose() -> dict[str, Any]:
     report["jobs_that_fit_under_ulimit"] = fits
     report["verdict"] = _verdict(report, a, room, fits)
     return report
+
+
+def _gpus() -> dict[str, Any]:
+    """The devices a local worker would offer and what points asking 1 or 0.5 of them pack."""
+    from dataclasses import asdict
+
+    from sweep import gpus
+
+    devices = gpus.detect()
+    return {
+        "devices": [asdict(d) for d in devices],
+        "plan": {f"gpus={g:g}": gpus.plan_text(devices, g) for g in (1, 0.5)},
+    }
+
+
+def _gpus_text(found: dict[str, Any]) -> str:
+    devices = found["devices"]
+    if not devices:
+        return "none (nvidia-smi lists none; resources.gpus can't be asked here)"
+    listed = "; ".join(f"{d['index']}: {d['name']} {memory.shown(d['memory'])}" for d in devices)
+    return f"{listed}; " + ", ".join(found["plan"].values())
 
 
 def _mpi() -> dict[str, Any]:
@@ -158,6 +180,7 @@ def render(report: dict[str, Any]) -> str:
         ),
         ("cgroup pids limit", cg["pids_max"] or "-"),
         ("MPI for resources.ranks", _mpi_text(report["mpi"])),
+        ("GPUs for resources.gpus", _gpus_text(report["gpus"])),
         ("ulimit -u (soft / hard)", f"{u['soft'] or 'unlimited'} / {u['hard'] or 'unlimited'}"),
         ("threads you hold now", report["user_threads_now"]),
         ("JAX child, uncapped (measured)", m["uncapped"]),

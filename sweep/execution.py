@@ -166,10 +166,9 @@ class Execution:
         there, so the children start while the store opens and the sweep is set up."""
         level = logging.getLogger("sweep").getEffectiveLevel()
         warm = (self.recipe.resources.cores, self._child_config, self.recipe.child.max_jobs)
-        client.register_plugin(
-            CorePool(log_level=level, warm=warm if self.recipe.child.prewarm else None), name=CorePool.name
-        )
-        if self.recipe.child.prewarm:  # a pool registered before (its children are warm, or warm now)
+        prewarm = self.recipe.child.prewarm and not self.recipe.resources.gpus  # a GPU child: at its lease
+        client.register_plugin(CorePool(log_level=level, warm=warm if prewarm else None), name=CorePool.name)
+        if prewarm:  # a pool registered before (its children are warm, or warm now)
             client.run(on_pool, "prewarm", *warm)
 
     def _open_store(self) -> Store:
@@ -316,6 +315,7 @@ class Execution:
                 token,
                 threads=self.recipe.resources.cores,
                 queue=queue,
+                gpus=self.recipe.resources.gpus,
                 **self._memory(),
             )
             driver.publish(self.output, run=token)

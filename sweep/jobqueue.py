@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from sweep import _compat
 
@@ -58,6 +59,23 @@ def batch_job_id(environ: Mapping[str, str]) -> str:
     if attrs.get("ClusterId"):
         return f"{attrs['ClusterId']}.{attrs.get('ProcId', '0')}"
     return ""
+
+
+# How each batch system is asked for G devices per job (cluster.gpus), in its own syntax.
+GPU_DIRECTIVES = {
+    "slurm": "--gres=gpu:{n}",
+    "pbs": "-l ngpus={n}",
+    "sge": "-l gpu={n}",
+    "lsf": '-gpu "num={n}"',
+}
+
+
+def gpu_directives(kind: str, n: int, given: Any) -> Any:
+    """``given`` job directives (a list; HTCondor's a mapping) plus the request for ``n``
+    devices per job in ``kind``'s syntax."""
+    if kind == "htcondor":
+        return {**dict(given or {}), "request_gpus": str(n)}
+    return [*(given or []), GPU_DIRECTIVES[kind].format(n=n)]
 
 
 def cluster_class(kind: str) -> type:

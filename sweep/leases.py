@@ -55,20 +55,23 @@ class Held:
 
 
 class NodeLocks:
-    """This process's handles on the node's CPU lock files, opened once and kept.
+    """This process's handles on the node's CPU lock files (``PREFIX-<n>.lock``; ``prefix``
+    ``cpu``, or one per GPU: :mod:`sweep.gpus`), opened once and kept.
 
     A process must not ask twice for a CPU it holds (a second ``flock`` on the same open
     file succeeds); :class:`~sweep.pool.CorePool` only asks for cores it has free.
     """
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, prefix: str = "cpu") -> None:
         self.folder = folder or lease_dir()
+        self.prefix = prefix
         self._fds: dict[int, int] = {}
 
     def _fd(self, cpu: int) -> int:
         fd = self._fds.get(cpu)
         if fd is None:
-            fd = self._fds[cpu] = os.open(self.folder / f"cpu-{cpu}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            path = self.folder / f"{self.prefix}-{cpu}.lock"
+            fd = self._fds[cpu] = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         return fd
 
     def hold(self, candidates: Iterable[int], k: int, holder: str) -> Held | None:

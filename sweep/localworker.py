@@ -8,7 +8,8 @@ the worker process is a fresh interpreter whose main module is this one, so the 
 module is never imported again (what a job needs is sent to it: import paths or
 cloudpickle). :class:`LocalWorker` is the ``SpecCluster`` handle that starts and stops it.
 
-The process runs the Worker itself (``nthreads = N``, ``resources={"threads": N, "memory": M}``, on
+The process runs the Worker itself (``nthreads = N``, ``resources={"threads": N, "memory": M}``
+and ``gpus`` when the node has devices, on
 127.0.0.1), not a Nanny that would spawn it: one interpreter start instead of two before the
 cluster is up (the jobs run in the pool's children anyway, never in the worker). What the
 Nanny gave, :class:`LocalWorker` does: a worker process killed or crashed (any exit but 0,
@@ -59,9 +60,12 @@ class LocalWorker(ProcessInterface):
         silence_logs: int = logging.ERROR,
         security: Any = None,
         memory: int | None = None,
+        gpus: int = 0,
     ):
         self.scheduler = scheduler
-        self.options = {"nthreads": nthreads, "name": name, "silence_logs": silence_logs, "memory": memory}
+        self.options = {
+            "nthreads": nthreads, "name": name, "silence_logs": silence_logs, "memory": memory, "gpus": gpus,
+        }  # fmt: skip
         self.security = security  # a temporary Security: its worker credentials go down a pipe
         self.process: asyncio.subprocess.Process | None = None
         self.restarts = 0
@@ -185,6 +189,8 @@ async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int, securit
     resources: dict[str, float] = {"threads": n}
     if options.get("memory") is not None:
         resources["memory"] = float(options["memory"])
+    if options.get("gpus"):
+        resources["gpus"] = float(options["gpus"])
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with Worker(

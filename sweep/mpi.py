@@ -157,7 +157,7 @@ class MpiChild(Child):
     what = "MPI world"
     reusable = False
 
-    def __init__(self, cores: Any, config: ChildConfig) -> None:
+    def __init__(self, cores: Any, config: ChildConfig, gpus: Any = None) -> None:
         n = config.ranks
         ordered = sorted(cores)
         k = len(ordered) // n
@@ -169,7 +169,7 @@ class MpiChild(Child):
         self.rank_peaks: dict[int, tuple[int, int]] = {}
         self._ready_fd = -1
         self._dead_rank: int | None = None
-        super().__init__(cores, config)
+        super().__init__(cores, config, gpus)
 
     def _start(self, config: ChildConfig) -> subprocess.Popen:
         try:
@@ -188,7 +188,7 @@ class MpiChild(Child):
             sys.executable, "-m", "sweep.child.launch", str(os.getpid()),
             *command, "-np", str(config.ranks), *LAUNCH_FLAGS, *rank,
         ]  # fmt: skip
-        return self._spawn(args, (), config.environ(self.groups[0]) | launcher_env())
+        return self._spawn(args, (), self.environ(config, self.groups[0]) | launcher_env())
 
     def _await_ready(self) -> None:
         """Accept each rank's connection and Ready (ChildDied when one doesn't come)."""

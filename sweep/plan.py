@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from sweep import gpus
 from sweep.capped import ChildConfig, Limits, default_compile_cache, thread_budget
 from sweep.errors import SweepWarning
 from sweep.events import SweepAnnounced
@@ -41,7 +42,7 @@ def child_config(recipe: Recipe) -> ChildConfig:
     return ChildConfig(
         cap=c.cap,
         compile_cache=cache_dir,
-        platforms=c.platforms,
+        platforms=child_platforms(recipe),
         env=tuple(sorted(c.env.items())),
         ranks=recipe.resources.ranks,
         mpirun=c.mpirun,
@@ -55,9 +56,22 @@ def preflight(loaded: LoadedRecipe, given_client: bool = False) -> None:
 
     r = loaded.recipe
     if not given_client:
-        cluster.preflight(r.cluster, r.resources.cores, r.resources.memory, r.resources.ranks)
+        cluster.preflight(
+            r.cluster, r.resources.cores, r.resources.memory, r.resources.ranks, r.resources.gpus
+        )
     local = r.cluster.kind == "local" or given_client
     mpi.preflight(r.resources.ranks, r.child.mpirun, local, loaded.job)
+    if local:
+        gpus.check_jax(child_platforms(r))
+
+
+def child_platforms(recipe: Recipe) -> str:
+    """``JAX_PLATFORMS`` of the children: ``child.platforms`` when the recipe sets it, else
+    ``cuda`` for points that ask for GPUs and ``cpu`` for the others."""
+    c = recipe.child
+    if "platforms" not in c.model_fields_set and recipe.resources.gpus > 0:
+        return "cuda"
+    return c.platforms
 
 
 def _unwritable(folder: str) -> str | None:
@@ -95,6 +109,7 @@ def task_maker(
     limits = Limits(
         timeout=r.timeout,
         memory=r.memory,
+        gpu_memory=r.gpu_memory,
         max_threads=allowed if r.on_thread_overflow == "fail" else None,
         stall=r.stall,
         log_bytes=recipe.child.log_bytes,
@@ -109,6 +124,7 @@ def task_maker(
             job=loaded.job,
             kwargs={**fixed, **params},
             threads=r.cores,
+            gpus=r.gpus,
             limits=limits,
             retries=r.retries,
             retry_memory=r.retry_memory,

@@ -36,9 +36,10 @@ from typing import Any
 import psutil
 from distributed import Reschedule, WorkerPlugin, get_client, get_worker
 
-from sweep import _compat, events, leases, walltime
+from sweep import _compat, events, gpus, leases, walltime
 from sweep.capped import Child, ChildConfig, ChildDied
 from sweep.checkpoints import PointCheckpoints, metadata_key
+from sweep.gpus import GpuHeld
 from sweep.job import JobRef
 from sweep.jobqueue import batch_job_id
 from sweep.logs import log_to_stderr
@@ -92,6 +93,8 @@ class CorePool(WorkerPlugin):
         self._cond = threading.Condition()
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="sweep-spawner")
         self._locks = leases.NodeLocks()
+        self.devices = gpus.detect()  # what CUDA_VISIBLE_DEVICES may name (the batch job's)
+        self._gpu_locks = gpus.GpuLeases(self.devices)
         # children running a job: pid -> (owner, point, child)
         self._busy: dict[int, tuple[str, tuple[int, ...], Child]] = {}
         # the last attempts that ended: (owner, point, attempt) -> (their kept output, bytes printed)
@@ -111,6 +114,7 @@ class CorePool(WorkerPlugin):
             child.close()
         self._spawner.shutdown(wait=False)
         self._locks.close()
+        self._gpu_locks.close()
 
     @contextmanager
     def lease(
@@ -122,21 +126,29 @@ class CorePool(WorkerPlugin):
         what: str = "a job",
         owner: str = "",
         point: tuple[int, ...] = (),
+        gpus: float = 0.0,
     ) -> Iterator[Child]:
-        """Hold ``k`` cores of the node (see :mod:`sweep.leases`) and a warm child pinned to them.
+        """Hold ``k`` cores of the node (see :mod:`sweep.leases`), ``gpus`` devices or a share
+        of one (:mod:`sweep.gpus`) and a warm child pinned to them.
 
-        Waits while fewer than ``k`` of this worker's cores are free on the node (held by
-        this worker or by another process of the user); after WAIT_WARN_S it logs a warning
-        naming the holders, once. On release the child goes back to the idle list unless it
-        died, has run ``max_jobs`` jobs, or holds more than ``max_rss`` bytes.
+        Waits while fewer than ``k`` of this worker's cores (or too few device slots) are free
+        on the node (held by this worker or by another process of the user); after WAIT_WARN_S
+        it logs a warning naming the holders, once. On release the child goes back to the idle
+        list unless it died, has run ``max_jobs`` jobs, or holds more than ``max_rss`` bytes; a
+        GPU child keeps its devices and is reused only when they are free again.
         """
         if k > len(self.cores):
             raise ValueError(
                 f"a job asks for {k} cores but this worker has {len(self.cores)} "
                 f"({list(self.cores)}); lower resources.threads"
             )
+        if gpus and gpus.__ceil__() > len(self.devices):
+            raise ValueError(
+                f"a job asks for {gpus:g} GPUs but worker {self.address} has {len(self.devices)}; "
+                "lower resources.gpus or run on nodes with devices (cluster.gpus)"
+            )
         with self._cond:
-            child, held = self._wait_for_cores(k, config, f"{what} on worker {self.address}")
+            child, held, device = self._wait_for_cores(k, config, f"{what} on worker {self.address}", gpus)
             self._free -= set(held.cores)
             stale = [c for c in self._idle if set(c.cores) & set(held.cores)]
             self._idle = [c for c in self._idle if c not in stale]
@@ -145,13 +157,15 @@ class CorePool(WorkerPlugin):
                 c.close()
             if child is None:
                 kind = MpiChild if config.ranks > 1 else Child
-                child = self._spawner.submit(kind, held.cores, config).result()
+                child = self._spawner.submit(kind, held.cores, config, device).result()
                 self.spawned += 1
             self._busy[child.pid] = (owner, point, child)
             yield child
         finally:
             if child is not None:
                 self._busy.pop(child.pid, None)
+            if device is not None:
+                device.release()
             self._give_back(held, child, max_jobs, max_rss)
 
     def retire(self, why: str) -> None:
@@ -266,11 +280,14 @@ class CorePool(WorkerPlugin):
         start, data = child.log_from(offset)
         return LogChunk(attempt, start, data, ended=False)
 
-    def _wait_for_cores(self, k: int, config: ChildConfig, what: str) -> tuple[Child | None, leases.Held]:
-        """(a warm child to reuse or None, the node locks on its cores); called holding _cond."""
+    def _wait_for_cores(
+        self, k: int, config: ChildConfig, what: str, gpus: float = 0.0
+    ) -> tuple[Child | None, leases.Held, GpuHeld | None]:
+        """(a warm child to reuse or None, the node locks on its cores, its device slots);
+        called holding _cond."""
         t0, warned = time.monotonic(), False
         while True:
-            got = self._grab(k, config, what) if len(self._free) >= k else None
+            got = self._grab(k, config, what, gpus) if len(self._free) >= k else None
             if got is not None:
                 return got
             if not warned and time.monotonic() - t0 > WAIT_WARN_S:
@@ -280,18 +297,48 @@ class CorePool(WorkerPlugin):
                 warned = True
             self._cond.wait(LEASE_POLL_S)
 
-    def _grab(self, k: int, config: ChildConfig, what: str) -> tuple[Child | None, leases.Held] | None:
-        """Lock the cores of a matching idle child, else k free cores no idle child sits on
-        first (keeps warm children warm); None when the node has too few free."""
+    def _grab(
+        self, k: int, config: ChildConfig, what: str, gpus: float = 0.0
+    ) -> tuple[Child | None, leases.Held, GpuHeld | None] | None:
+        """Lock the cores (and device slots) of a matching idle child, else k free cores no
+        idle child sits on first (keeps warm children warm) and free device slots; None when
+        the node has too few free."""
         for child in self._idle:
             if child.config == config and len(child.cores) == k and set(child.cores) <= self._free:
+                if _share(child) != gpus:
+                    continue
                 held = self._locks.hold(child.cores, k, what)
-                if held is not None:
-                    self._idle.remove(child)
-                    return child, held
+                if held is None:
+                    continue
+                free, device = self._hold_devices(gpus, what, child)
+                if not free:
+                    held.release()
+                    continue
+                self._idle.remove(child)
+                return child, held, device
         warm = {c for child in self._idle for c in child.cores}
         held = self._locks.hold(sorted(self._free, key=lambda c: (c in warm, c)), k, what)
-        return None if held is None else (None, held)
+        if held is None:
+            return None
+        free, device = self._hold_devices(gpus, what)
+        if not free:
+            held.release()
+            return None
+        return None, held, device
+
+    def _hold_devices(
+        self, gpus: float, what: str, child: Child | None = None
+    ) -> tuple[bool, GpuHeld | None]:
+        """(whether they were free, the device slots) for a point asking ``gpus`` (none asked:
+        (True, None)); for a warm ``child``, its own devices only: its environment names them."""
+        if not gpus:
+            return True, None
+        mine = child.gpus.devices if child is not None and child.gpus is not None else ()
+        device = self._gpu_locks.hold(gpus, what, prefer=mine)
+        if device is not None and mine and device.devices != mine:
+            device.release()
+            return False, None
+        return device is not None, device
 
     def _give_back(self, held: leases.Held, child: Child | None, max_jobs: int, max_rss: int | None) -> None:
         keep = (
@@ -325,6 +372,13 @@ class CorePool(WorkerPlugin):
             _compat.install_worker_plugin(worker, cls(), PLUGIN_NAME)
             pool = _compat.worker_plugin(worker, PLUGIN_NAME)
         return pool
+
+
+def _share(child: Child) -> float:
+    """The devices (or share of one) a child was started with: 0 for none."""
+    return (
+        0.0 if child.gpus is None else (child.gpus.share if child.gpus.share < 1 else len(child.gpus.devices))
+    )
 
 
 def run_point(task: PointTask, announce: bool = True) -> PointRecord:
@@ -469,7 +523,9 @@ def _attempt(
     holds them); a child that can't start fails the attempt."""
     try:
         what = f"sweep {task.sweep} point {task.index}"
-        lease = pool.lease(task.threads, task.config, task.max_jobs, task.max_rss, what, task.run, task.index)
+        lease = pool.lease(
+            task.threads, task.config, task.max_jobs, task.max_rss, what, task.run, task.index, task.gpus
+        )
         with lease as child:
             if on_start is not None:
                 on_start(child.cores)

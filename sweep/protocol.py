@@ -236,6 +236,12 @@ class PointRecord:
     rank_rss: tuple[int, ...] = field(
         default=(), metadata=_stored("str", "", "peak RSS of each MPI rank (bytes), comma-separated")
     )
+    gpus: tuple[str, ...] = field(
+        default=(), metadata=_stored("str", "", "devices the child was given (CUDA_VISIBLE_DEVICES)")
+    )
+    peak_gpu_memory: int = field(
+        default=0, metadata=_stored("int64", 0, "peak device memory of the job's processes", units="bytes")
+    )
     host: str = field(default="", metadata=_stored("str", "", "host the job ran on"))
     batch_job: str = field(
         default="", metadata=_stored("str", "", "batch system job id of the worker (SLURM, PBS, ...)")
@@ -295,7 +301,7 @@ class PointRecord:
     def stored(self, name: str) -> Any:
         """The value of field ``name`` as the store holds it (tuples joined, reports as JSON)."""
         value = getattr(self, name)
-        if name in ("cores", "returned", "rank_threads", "rank_rss"):
+        if name in ("cores", "returned", "rank_threads", "rank_rss", "gpus"):
             return ",".join(map(str, value))
         if name == "reports":
             import json

@@ -108,6 +108,8 @@ class Resources(_Model):
 
     threads: int = Field(1, ge=1)
     ranks: int = Field(1, ge=1)
+    gpus: float = Field(0.0, ge=0)
+    gpu_memory: int | None = Field(None, gt=0)
     memory: int | None = Field(None, gt=0)
     timeout: float | None = Field(None, gt=0)
     stall: float | None = Field(STALL_S, gt=0)
@@ -123,7 +125,17 @@ class Resources(_Model):
         """Cores each point leases: ``threads`` per rank times ``ranks``."""
         return self.threads * self.ranks
 
-    _memory = field_validator("memory", "checkpoint_bytes", mode="before")(_size)
+    _memory = field_validator("memory", "checkpoint_bytes", "gpu_memory", mode="before")(_size)
+
+    @field_validator("gpus")
+    @classmethod
+    def _whole_slots(cls, value: float) -> float:
+        if value:
+            from sweep.gpus import slots
+
+            slots(value)  # a share that is no whole number of slots: its ValueError says which
+        return value
+
     _retry_memory = field_validator("retry_memory", mode="before")(_factor)
     _timeout = field_validator("timeout", "stall", "expected", mode="before")(_duration)
 
@@ -162,6 +174,7 @@ class ClusterSettings(_Model):
     kind: Literal["local", "address", "slurm", "pbs", "sge", "lsf", "htcondor"] = "local"
     address: str | None = None
     threads: int | None = Field(None, ge=1)
+    gpus: int | None = Field(None, ge=0)
     dashboard: str = "127.0.0.1:8787"
     cores: int | None = Field(None, ge=1)
     memory: str | None = None

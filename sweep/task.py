@@ -25,6 +25,7 @@ class PointTask:
     job: JobRef
     kwargs: Mapping[str, Any]
     threads: int = 1
+    gpus: float = 0.0  # devices, or a share of one (sweep.gpus)
     limits: Limits = field(default_factory=Limits)
     retries: int = 0
     retry_memory: float | None = None  # an attempt after an oom gets this times more memory

@@ -29,6 +29,7 @@ from distributed import Client, Future
 from distributed.scheduler import KilledWorker
 
 from sweep import cadence, memory, plan, walltime
+from sweep.gpus import RESOURCE as GPUS
 from sweep.pool import run_points
 from sweep.protocol import PointRecord
 from sweep.task import PointTask
@@ -66,6 +67,7 @@ class Window:
         memory: int | None = None,
         learn_memory: bool = False,
         offers_memory: bool = False,
+        gpus: float = 0.0,
     ) -> None:
         """``threads``: the cores of each point; ``queue``: when given, at most the cluster's
         job slots plus ``queue`` points are in flight, one per task, and a task is taken from
@@ -73,9 +75,11 @@ class Window:
         ``memory``: the bytes each point asks (``resources.memory``); ``learn_memory``: without
         it, ask what the points that ended used (:func:`sweep.memory.learned_ask`). Memory is
         asked only when ``offers_memory`` (a cluster this run started, whose workers all offer
-        it) or once a worker is seen to offer it (:mod:`sweep.memory`)."""
+        it) or once a worker is seen to offer it (:mod:`sweep.memory`). ``gpus``: the devices
+        (or share of one) each point asks, of workers that offer ``gpus`` (:mod:`sweep.gpus`)."""
         self.client = client
         self.threads = threads
+        self.gpus = gpus
         self.queue = queue
         self.tasks = tasks
         self.left = left  # points not yet submitted
@@ -104,7 +108,10 @@ class Window:
             self._offered = [int(o[memory.RESOURCE]) for o in offers if memory.RESOURCE in o]
             ask = self._ask()
             count = sum(
-                memory.at_once(int(o.get("threads", 0)), threads, o.get(memory.RESOURCE), ask)[0]
+                min(
+                    memory.at_once(int(o.get("threads", 0)), threads, o.get(memory.RESOURCE), ask)[0],
+                    int(o.get(GPUS, 0) // self.gpus) if self.gpus else 1 << 30,
+                )
                 for o in offers
             )
             self._slots = (count, time.monotonic())
@@ -116,7 +123,12 @@ class Window:
 
     def _resources(self, threads: int) -> dict[str, float]:
         ask = self._ask()
-        return {"threads": threads} if ask is None else {"threads": threads, memory.RESOURCE: ask}
+        asked: dict[str, float] = {"threads": threads}
+        if ask is not None:
+            asked[memory.RESOURCE] = ask
+        if self.gpus:
+            asked[GPUS] = self.gpus
+        return asked
 
     def _take(self) -> PointTask | None:
         if self._held is not None:

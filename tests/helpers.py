@@ -209,9 +209,8 @@ def submit_side_by_side(tmp_path: Path, recipes: dict[str, dict[str, Any]]) -> l
     procs, outputs = [], []
     for name, keys in recipes.items():
         out = tmp_path / f"{name}.zarr"
-        recipe = write_recipe(
-            tmp_path / f"{name}.yaml", name=name, child={"preflight": False}, output=out, **keys
-        )
+        child = {"preflight": False, **keys.get("child", {})}
+        recipe = write_recipe(tmp_path / f"{name}.yaml", name=name, output=out, **{**keys, "child": child})
         cmd = [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"]
         procs.append(subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True))
         outputs.append(out)

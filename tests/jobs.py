@@ -456,3 +456,26 @@ def mpi_ranks(x: int = 1, seconds: float = 0.0, die_rank: int = -1, fail_rank: i
         return {"total": -1.0}
     most = max(threads)
     return {"total": float(total), "rank_cores": cores, "rank_max_threads": most, "rank0_pid": os.getpid()}
+
+
+def gpu_env(x: int = 0, seconds: float = 0.0) -> dict:
+    """What a GPU point's child was told of its devices, read from inside the job."""
+    time.sleep(seconds)
+    return {
+        "device": float(os.environ.get("CUDA_VISIBLE_DEVICES", "nan") or "nan"),
+        "hip_device": float(os.environ.get("HIP_VISIBLE_DEVICES", "nan") or "nan"),
+        "fraction": float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "nan")),
+        "on_cpu": float(os.environ.get("JAX_PLATFORMS") == "cpu"),
+    }
+
+
+def jax_on_device(x: int = 0, n: int = 4096, seconds: float = 3.0) -> dict:
+    """Matrix products on JAX's default device for ``seconds``; whether it was a GPU."""
+    import jax
+
+    a = jax.random.normal(jax.random.PRNGKey(x), (n, n))
+    end = time.monotonic() + seconds
+    total = 0.0
+    while time.monotonic() < end:
+        total += float((a @ a).sum().block_until_ready())
+    return {"total": total, "platform": float(jax.devices()[0].platform == "gpu")}
