@@ -547,6 +547,7 @@ def _validate(args: argparse.Namespace) -> int:
     print(
         f"  resources threads={r.resources.threads}"
         + (f" ranks={r.resources.ranks}" if r.resources.ranks > 1 else "")
+        + (f" gpus={r.resources.gpus:g}" if r.resources.gpus else "")
         + f" memory={r.resources.memory} "
         f"timeout={r.resources.timeout} stall={r.resources.stall} retries={r.resources.retries}"
     )
