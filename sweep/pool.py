@@ -11,9 +11,11 @@ config, and the next point that can take the same cores reuses it (no new ``impo
 
 Children are recycled after ``max_jobs`` jobs, above ``max_rss`` bytes, or when they died;
 an idle child whose cores a new lease needs is closed first, so the live children's core
-sets never overlap. Children are spawned from one long-lived thread of the pool, because
-``PR_SET_PDEATHSIG`` fires when the spawning *thread* exits: this way they die with the
-worker process and never outlive it, even when it is SIGKILLed.
+sets never overlap. Children are spawned from long-lived threads of the pool (up to one per
+core, at most MAX_SPAWNERS, so that a worker of many cores starts its children at once rather
+than one after another), because ``PR_SET_PDEATHSIG`` fires when the spawning *thread*
+exits: these live as long as the pool, so children die with the worker process and never
+outlive it, even when it is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ log = logging.getLogger(__name__)
 RETIRE_POLL_S = 0.5  # how often a retiring worker looks whether it can close
 LEASE_POLL_S = 0.2  # how often a waiting lease looks again for cores other processes freed
 WAIT_WARN_S = 30.0
+MAX_SPAWNERS = 16  # children a pool starts at once (each start is mostly waiting on its imports)
 
 PLUGIN_NAME = "sweep-core-pool"
 ENDED_LOGS_KEPT = 16  # attempts whose last output a follower may still ask for
@@ -91,7 +94,12 @@ class CorePool(WorkerPlugin):
         self._free: set[int] = set(self.cores)
         self._idle: list[Child] = []
         self._cond = threading.Condition()
-        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="sweep-spawner")
+        # children start on these threads, several at once (a pool of many cores fills in the
+        # time one child takes to start, not one after another); they live as long as the pool,
+        # since a child dies with the thread that spawned it (PR_SET_PDEATHSIG)
+        self._spawner = ThreadPoolExecutor(
+            min(len(self.cores), MAX_SPAWNERS), thread_name_prefix="sweep-spawner"
+        )
         self._locks = leases.NodeLocks()
         self.devices = gpus.detect()  # what CUDA_VISIBLE_DEVICES may name (the batch job's)
         self._gpu_locks = gpus.GpuLeases(self.devices)

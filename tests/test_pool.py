@@ -159,3 +159,40 @@ def test_prewarm_false_leaves_the_first_job_to_import_jax(client, tmp_path):
     )
     ds = off.run(progress=False)  # its own local cluster: no child warmed before
     assert float(ds["jax_was_imported"][0]) == 0.0
+
+
+@needs_two
+def test_a_pool_starts_its_children_at_once_not_one_after_another(tmp_path, monkeypatch):
+    """Each child, as it starts, waits (up to 20 s) for the other to have started too: started
+    one after another, the first would wait alone and see one arrival."""
+    site, arrived = tmp_path / "site", tmp_path / "arrived"
+    site.mkdir()
+    arrived.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, time\n"
+        "from pathlib import Path\n"
+        f"folder = Path({str(arrived)!r})\n"
+        "(folder / str(os.getpid())).touch()\n"
+        "end = time.monotonic() + 20\n"
+        "def arrivals():\n"
+        "    return len([p for p in folder.iterdir() if p.suffix != '.saw'])\n"
+        "while arrivals() < 2 and time.monotonic() < end:\n"
+        "    time.sleep(0.05)\n"
+        "(folder / f'{os.getpid()}.saw').write_text(str(arrivals()))\n"
+    )
+    monkeypatch.setenv("SWEEP_LEASE_DIR", str(tmp_path / "leases"))
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    config = ChildConfig(env=(("PYTHONPATH", path),))
+    pool = CorePool()
+    pool.setup()
+    try:
+        threads = [threading.Thread(target=lambda: pool.lease(1, config).__enter__()) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(int(p.read_text()) for p in arrived.glob("*.saw")) == [2, 2]
+    finally:
+        for child in list(pool._busy.values()):
+            child[2].kill()
+        pool.teardown()
