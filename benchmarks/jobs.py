@@ -121,3 +121,9 @@ def call_file(job_file: str, function: str, **kwargs) -> dict:
         spec.loader.exec_module(module)
     result = getattr(module, function)(**kwargs)
     return {k: v for k, v in result.items() if isinstance(v, float | int)}
+
+
+def sleeper(i: int = 0, seconds: float = 3.0) -> dict:
+    """Sleeps: a job that holds a slot and no CPU (benchmarks/ramp.py)."""
+    time.sleep(seconds)
+    return {"slept": seconds}

@@ -36,6 +36,7 @@ import xarray  # noqa: E402, F401
 from adaptive import bench_search  # noqa: E402  (benchmarks/adaptive.py)
 from distributed import Client, LocalCluster  # noqa: E402
 from first_result import bench_first_result  # noqa: E402  (benchmarks/first_result.py)
+from ramp import bench_ramp  # noqa: E402  (benchmarks/ramp.py)
 
 from sweep import Sweep  # noqa: E402
 from sweep.capped import Child, ChildConfig  # noqa: E402
@@ -478,6 +479,16 @@ def table(results: dict) -> str:
             f"({s['growth']:.1f}x for {s['points'] / s['small_points']:.0f}x the points) "
             "| <= 120 s, RSS <= 1 GB |"
         )
+    r = results.get("ramp")
+    if r:
+        lines.append(
+            f"| ramp: {r['jobs']} sleep jobs of {r['seconds']:.0f} s on {r['slots']} simulated slots "
+            f"({r['nodes']} workers of {r['cores_per_node']}) | sweep {r['sweep_wall_s']:.1f} s, raw Dask "
+            f"{r['dask_wall_s']:.1f} s (**{r['sweep_over_dask']:.2f}x**; ideal {r['ideal_s']:.1f} s); every "
+            f"slot busy after {r['all_busy_s']:.1f} s (the first after {r['first_start_s']:.1f} s; "
+            f"{r['slots']} child starts of {r['child_start_cpu_s'] * 1000:.0f} ms CPU on this machine's "
+            f"cores take {r['start_floor_s']:.1f} s at least) | <= 1.15x raw Dask; all busy <= 5 s |"
+        )
     a = results.get("search")
     if a:
         ray = (
@@ -496,7 +507,9 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-ALL = ["threads", "first_result", "compile_heavy", "efficiency", "invrs", "overhead", "scale", "search"]
+ALL = [
+    "threads", "first_result", "compile_heavy", "efficiency", "invrs", "overhead", "scale", "ramp", "search",
+]  # fmt: skip
 
 
 def main() -> int:
@@ -532,6 +545,8 @@ def main() -> int:
         results["overhead"] = bench_overhead(args.repeat, 200 if quick else 1000)
     if "scale" in wanted:
         results["scale"] = bench_scale(10_000 if quick else 100_000, 1 if quick else args.repeat)
+    if "ramp" in wanted:
+        results["ramp"] = bench_ramp(1 if quick else args.repeat)
     if "search" in wanted:
         results["search"] = bench_search(args.repeat, 12 if quick else 40)
     print(table(results))
