@@ -36,15 +36,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+from tests.helpers import fakecpus_library  # noqa: E402  (also builds it for the tests)
+
 NODES, CORES_PER = 8, 16
 JOBS, SECONDS = 1024, 3.0
-
-
-def _fakecpus(folder: Path) -> Path:
-    lib = folder / "fakecpus.so"
-    source = ROOT / "tests" / "fakecpus.c"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(lib), str(source), "-ldl"], check=True)
-    return lib
 
 
 def _start(folder: Path, lib: Path) -> tuple[str, list[subprocess.Popen]]:
@@ -144,7 +140,7 @@ def bench_ramp(repeat: int) -> dict[str, Any]:
     start_cpu = _child_start_cpu_s()
     with tempfile.TemporaryDirectory(prefix="sweep-ramp-") as tmp:
         folder = Path(tmp)
-        lib = _fakecpus(folder)
+        lib = fakecpus_library(folder)
         for r in range(repeat):  # fresh workers each time: no child left warm by the last run
             run_folder = folder / f"run-{r}"
             run_folder.mkdir()

@@ -34,6 +34,15 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
+def fakecpus_library(folder: Path) -> Path:
+    """tests/fakecpus.c built into ``folder``: preloaded (``LD_PRELOAD``), an unpinned process
+    sees ``FAKE_NCPUS`` CPUs."""
+    lib = folder / "fakecpus.so"
+    source = ROOT / "tests" / "fakecpus.c"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(lib), str(source), "-ldl"], check=True)
+    return lib
+
+
 def job(name: str) -> str:
     """A recipe job reference to a function of tests/jobs.py."""
     return f"{JOBS}:{name}"

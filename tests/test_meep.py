@@ -6,7 +6,6 @@ These run in the Meep environment (`make meep-env`: a venv over Debian's Python 
 
 import importlib.util
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from sweep import Sweep, unpadded
 from sweep.capped import Child, ChildConfig, Limits, thread_budget
 from sweep.job import parse_job
-from tests.helpers import ROOT, run_then_resume
+from tests.helpers import ROOT, fakecpus_library, run_then_resume
 
 pytestmark = [
     pytest.mark.slow,
@@ -37,11 +36,7 @@ def fakecpus():
     if not shutil.which("gcc"):
         pytest.skip("needs gcc")
     folder = Path(tempfile.mkdtemp(prefix="sweep-meep-"))
-    lib = folder / "fakecpus.so"
-    subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-O2", "-o", str(lib), str(ROOT / "tests" / "fakecpus.c"), "-ldl"],
-        check=True,
-    )
+    lib = fakecpus_library(folder)
     yield lib
     shutil.rmtree(folder, ignore_errors=True)
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from sweep import open_results
-from tests.helpers import JOBS, ROOT, unprivileged_user
+from tests.helpers import JOBS, ROOT, fakecpus_library, unprivileged_user
 
 USER = "sweep-ulimit"
 LIMIT = 150
@@ -40,19 +40,7 @@ def user():
 def sandbox():
     folder = Path(tempfile.mkdtemp(prefix="sweep-ulimit-"))
     folder.chmod(0o777)
-    subprocess.run(
-        [
-            "gcc",
-            "-shared",
-            "-fPIC",
-            "-O2",
-            "-o",
-            str(folder / "fakecpus.so"),
-            str(ROOT / "tests" / "fakecpus.c"),
-            "-ldl",
-        ],
-        check=True,
-    )
+    fakecpus_library(folder)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
 
