@@ -545,7 +545,12 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"  space     {space.kind} {dict(zip(space.dims, space.shape))} = {len(space)} points")
     print(f"  fixed     {r.params.fixed}")
     print(
-        f"  resources threads={r.resources.threads}"
+        "  resources threads="
+        + (
+            f"{r.resources.threads}"
+            if r.resources.threads_auto is None
+            else f"auto (the first points measure k = {', '.join(map(str, r.resources.threads_auto))})"
+        )
         + (f" ranks={r.resources.ranks}" if r.resources.ranks > 1 else "")
         + (f" gpus={r.resources.gpus:g}" if r.resources.gpus else "")
         + f" memory={r.resources.memory} "
@@ -620,6 +625,11 @@ def _status(args: argparse.Namespace) -> int:
             f"  memory   points asked {memory.shown(ask['bytes'])} each ({memory.LEARN_FACTOR:g}x the "
             f"largest peak RSS of the first {ask['learned_from']} points; resources.memory sets it)"
         )
+    from sweep import autothreads
+
+    auto = autothreads.describe(ds.attrs.get(autothreads.ATTR))
+    if auto is not None:
+        print(f"  threads  auto chose {auto}")
     for name, how in (
         ("resumed_from", "resumed from a checkpoint"),
         ("requeued", "requeued, their worker lost"),

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from distributed import Client, Future, as_completed
 
-from sweep import cadence, driver, events, limits, plan, provenance, search
+from sweep import autothreads, cadence, driver, events, limits, plan, provenance, search
 from sweep.capped import multipliers
 from sweep.checkpoints import RunCheckpoints
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores
@@ -307,6 +307,7 @@ class Execution:
                     store, study.tasks(todo, plan.task_maker(self.loaded, token, config), asked)
                 )
                 queue = SEARCH_QUEUE
+            auto = plan.calibration(self.recipe, autothreads.stored_choice(store.attr(autothreads.ATTR)))
             window = Window(
                 client,
                 tasks,
@@ -316,6 +317,8 @@ class Execution:
                 threads=self.recipe.resources.cores,
                 queue=queue,
                 gpus=self.recipe.resources.gpus,
+                auto=auto,
+                auto_cores=self._largest_worker(client),
                 **self._memory(),
             )
             driver.publish(self.output, run=token)
@@ -323,10 +326,23 @@ class Execution:
                 self._collect(client, window, ResultWriter(store, bar.points_written))
             finally:
                 client.unsubscribe_topic(topic)
+                if auto is not None and auto.decided_here and store.intact():
+                    store.set_attrs(**{autothreads.ATTR: json.dumps(auto.summary())})
                 if window.learned_from and store.intact():
                     store.set_attrs(sweep_memory_ask=json.dumps(
                         {"bytes": window.memory, "learned_from": window.learned_from}
                     ))  # fmt: skip
+
+    def _largest_worker(self, client: Client) -> int:
+        """The cores of the largest worker this run expects before one has joined: the local
+        cluster's or a batch job's (``cluster.threads``, ``cluster.cores``), else the workers'."""
+        c = self.recipe.cluster
+        if c.kind == "local" and self._own_cluster:
+            return c.threads or local_cores()
+        if c.threads or c.cores:
+            return int(c.threads or c.cores or 0)
+        workers = client.scheduler_info(n_workers=-1)["workers"].values()
+        return int(max((w["resources"].get("threads", 0) for w in workers), default=0))
 
     def _memory(self) -> dict[str, Any]:
         """How the window asks memory (:mod:`sweep.memory`): ``resources.memory``, else learned;

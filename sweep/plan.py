@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from sweep import gpus
+from sweep import autothreads, gpus
 from sweep.capped import ChildConfig, Limits, default_compile_cache, thread_budget
 from sweep.errors import SweepWarning
 from sweep.events import SweepAnnounced
@@ -85,11 +85,12 @@ def _unwritable(folder: str) -> str | None:
     return None
 
 
-def budget(recipe: Recipe) -> int:
-    """Threads each point may hold: ``resources.thread_budget``, else 12 + 5k; an MPI point's
-    ranks that each, plus the MPI runtime's own (:func:`sweep.mpi.point_budget`)."""
+def budget(recipe: Recipe, k: int | None = None) -> int:
+    """Threads each point may hold: ``resources.thread_budget``, else 12 + 5k (``k``: the
+    point's cores, default ``resources.threads``); an MPI point's ranks that each, plus the MPI
+    runtime's own (:func:`sweep.mpi.point_budget`)."""
     r = recipe.resources
-    per_rank = r.thread_budget or thread_budget(r.threads)
+    per_rank = r.thread_budget or thread_budget(r.threads if k is None else k)
     if r.ranks == 1:
         return per_rank
     from sweep.mpi import point_budget
@@ -137,6 +138,21 @@ def task_maker(
         )
 
     return make
+
+
+def calibration(recipe: Recipe, chosen: int | None = None) -> autothreads.Calibration | None:
+    """The calibration of a ``threads: auto`` recipe (:mod:`sweep.autothreads`), its tasks
+    retuned with the budget and thread limit of each k; None for a fixed k. ``chosen``: the
+    k an earlier run chose (no calibration then)."""
+    r = recipe.resources
+    if r.threads_auto is None:
+        return None
+
+    def retune(task: PointTask, k: int) -> PointTask:
+        allowed = budget(recipe, k)
+        return autothreads.with_k(task, k, allowed, allowed if r.on_thread_overflow == "fail" else None)
+
+    return autothreads.Calibration(r.threads_auto, retune, chosen=chosen)
 
 
 def tasks(

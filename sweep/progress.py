@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from sweep import events
+from sweep import autothreads, events
 from sweep.protocol import NOT_DONE, PointRecord
 
 
@@ -185,6 +185,9 @@ def summary_table(ds: Any, wall_s: float | None, output: str) -> Table:
         if over:
             table.add_row("[red]points over their thread budget", str(over))
         table.add_row("peak RSS MiB (max)", f"{ds['peak_rss'].values.ravel()[done].max() / 2**20:.0f}")
+    auto = autothreads.describe(ds.attrs.get(autothreads.ATTR))
+    if auto is not None:
+        table.add_row("threads: auto", auto)
     if wall_s is not None:
         table.add_row("sweep wall s", f"{wall_s:.1f}")
     elif (last := last_run_wall(ds.attrs)) is not None:

@@ -20,6 +20,7 @@ import yaml
 from dask.utils import parse_bytes, parse_timedelta
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sweep import autothreads
 from sweep.errors import SweepError, SweepWarning
 from sweep.job import JobError, JobRef, callable_ref, check_signature, job_parameters, parse_job
 from sweep.searchspec import SearchSpec
@@ -104,9 +105,12 @@ class _Model(BaseModel):
 
 class Resources(_Model):
     """Per-point resources; ``threads`` is k, the cores leased to each job (to each rank of an
-    MPI point of ``ranks`` ranks: :mod:`sweep.mpi`)."""
+    MPI point of ``ranks`` ranks: :mod:`sweep.mpi`). ``threads: auto`` lets the sweep's first
+    points measure k among ``threads_auto`` (default 1, 2, 4: :mod:`sweep.autothreads`);
+    ``threads`` is then the smallest candidate, what a plan counts with."""
 
     threads: int = Field(1, ge=1)
+    threads_auto: tuple[int, ...] | None = None
     ranks: int = Field(1, ge=1)
     gpus: float = Field(0.0, ge=0)
     gpu_memory: int | None = Field(None, gt=0)
@@ -120,9 +124,43 @@ class Resources(_Model):
     retry_memory: float | None = None
     expected: float | None = Field(None, gt=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_threads(cls, data: Any) -> Any:
+        """``threads: auto`` means the default candidates; ``threads_auto`` alone means auto."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("threads") == "auto":
+            data.pop("threads")
+            data.setdefault("threads_auto", list(autothreads.CANDIDATES))
+        cands = data.get("threads_auto")
+        if cands is not None:
+            if (
+                not isinstance(cands, list | tuple)
+                or not cands
+                or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in cands)
+            ):
+                raise ValueError(f"threads_auto: {cands!r} is not a list of core counts >= 1, e.g. [1, 2, 4]")
+            if "threads" in data and data["threads"] != "auto":
+                raise ValueError("give either threads: N or threads: auto (with threads_auto), not both")
+            data["threads"] = min(cands)
+        return data
+
+    @model_validator(mode="after")
+    def _auto_alone(self) -> Resources:
+        if self.threads_auto is not None and self.ranks > 1:
+            raise ValueError(
+                "threads: auto does not apply to MPI points (resources.ranks > 1); give threads: N"
+            )
+        if self.threads_auto is not None and self.gpus:
+            raise ValueError("threads: auto does not apply to GPU points (resources.gpus); give threads: N")
+        return self
+
     @property
     def cores(self) -> int:
-        """Cores each point leases: ``threads`` per rank times ``ranks``."""
+        """Cores each point leases: ``threads`` per rank times ``ranks`` (with ``threads: auto``
+        the smallest candidate's)."""
         return self.threads * self.ranks
 
     _memory = field_validator("memory", "checkpoint_bytes", "gpu_memory", mode="before")(_size)

@@ -29,6 +29,7 @@ from distributed import Client, Future
 from distributed.scheduler import KilledWorker
 
 from sweep import cadence, memory, plan, walltime
+from sweep.autothreads import Calibration
 from sweep.gpus import RESOURCE as GPUS
 from sweep.pool import run_points
 from sweep.protocol import PointRecord
@@ -68,6 +69,8 @@ class Window:
         learn_memory: bool = False,
         offers_memory: bool = False,
         gpus: float = 0.0,
+        auto: Calibration | None = None,
+        auto_cores: int = 0,
     ) -> None:
         """``threads``: the cores of each point; ``queue``: when given, at most the cluster's
         job slots plus ``queue`` points are in flight, one per task, and a task is taken from
@@ -76,7 +79,10 @@ class Window:
         it, ask what the points that ended used (:func:`sweep.memory.learned_ask`). Memory is
         asked only when ``offers_memory`` (a cluster this run started, whose workers all offer
         it) or once a worker is seen to offer it (:mod:`sweep.memory`). ``gpus``: the devices
-        (or share of one) each point asks, of workers that offer ``gpus`` (:mod:`sweep.gpus`)."""
+        (or share of one) each point asks, of workers that offer ``gpus`` (:mod:`sweep.gpus`).
+        ``auto``: a ``threads: auto`` sweep's calibration, which sets each task's k (one point a
+        task, and no task beyond its points, until it has decided: :mod:`sweep.autothreads`);
+        ``auto_cores``: the cores of the largest worker to expect while none has joined."""
         self.client = client
         self.threads = threads
         self.gpus = gpus
@@ -97,6 +103,9 @@ class Window:
         self._peaks_seen = 0  # how many points' peaks that is over
         self._offered: list[int] = []  # the memory each worker offers, at the last count
         self._offers_memory = offers_memory
+        self.auto = auto
+        self._auto_cores = auto_cores
+        self._largest = 0  # the most threads one worker offers, at the last count
 
     def slots(self, threads: int) -> int:
         """How many jobs of ``threads`` cores (and the memory each asks) the cluster's workers
@@ -106,6 +115,7 @@ class Window:
             workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
             offers = [w.get("resources", {}) for w in workers]
             self._offered = [int(o[memory.RESOURCE]) for o in offers if memory.RESOURCE in o]
+            self._largest = max((int(o.get("threads", 0)) for o in offers), default=0)
             ask = self._ask()
             count = sum(
                 min(
@@ -140,6 +150,12 @@ class Window:
         """Submit tasks until the window is full or no point is left; the new futures."""
         new: list[Future] = []
         slots = self.slots(self.threads)
+        if self.auto is not None:
+            self.auto.fit(self._largest or self._auto_cores, self.left)
+            if self.auto.chosen is not None and self.auto.chosen != self.threads:
+                self.threads = self.auto.chosen
+                self._slots = (self._slots[0], -math.inf)
+                slots = self.slots(self.threads)
         if self.queue is not None and len(self.in_flight) >= slots + self.queue:
             return new
         head = self._take()
@@ -152,14 +168,20 @@ class Window:
         room = most - len(self.in_flight)
         expected = walltime.estimate(self.walls)
         while head is not None and room > 0:
-            size = chunk_size(self.walls, self.left, slots) if self.queue is None else 1
+            calibrating = self.auto is not None and self.auto.calibrating
+            size = chunk_size(self.walls, self.left, slots) if self.queue is None and not calibrating else 1
             chunk = [head, *itertools.islice(self.tasks, size - 1)]
+            if self.auto is not None:
+                tuned = [self.auto.next(t) for t in chunk]
+                if tuned[0] is None:  # the calibration's points are out: wait for them to end
+                    break
+                chunk = [t for t in tuned if t is not None]
             future = self.client.submit(
                 run_points,
                 chunk,
                 expected,
                 key=self._key(chunk),
-                resources=self._resources(head.threads),
+                resources=self._resources(chunk[0].threads),
                 pure=False,
             )
             self.in_flight[future] = chunk
@@ -176,8 +198,24 @@ class Window:
         if isinstance(result, list) and all(isinstance(r, PointRecord) for r in result):
             self.walls = (self.walls + [r.wall_s for r in result if not math.isnan(r.wall_s)])[-64:]
             self._learn_from(result)
-            return result
-        return [PointRecord(t.index, status="failed", attempts=1, error=_task_failed(result)) for t in chunk]
+            records = result
+        else:
+            records = [
+                PointRecord(t.index, status="failed", attempts=1, error=_task_failed(result)) for t in chunk
+            ]
+        self._calibrated_by(records)
+        return records
+
+    def _calibrated_by(self, records: list[PointRecord]) -> None:
+        """Pass ended points to a ``threads: auto`` calibration; from its decision on, slots
+        are counted for the chosen k."""
+        if self.auto is None or self.auto.decided:
+            return
+        self.auto.heard(records)
+        if self.auto.chosen is not None:
+            self.threads = self.auto.chosen
+            self.walls = []  # the chunk size follows the chosen k's walls
+            self._slots = (self._slots[0], -math.inf)
 
     def _learn_from(self, records: list[PointRecord]) -> None:
         """Raise the learned ask to what the points that ended used (never lower it)."""

@@ -479,3 +479,11 @@ def jax_on_device(x: int = 0, n: int = 4096, seconds: float = 3.0) -> dict:
     while time.monotonic() < end:
         total += float((a @ a).sum().block_until_ready())
     return {"total": total, "platform": float(jax.devices()[0].platform == "gpu")}
+
+
+def core_scaled(x: int = 0, seconds: float = 0.4, power: float = 0.0) -> dict:
+    """Sleeps ``seconds / k**power`` on its k cores: power 0 gains nothing from more cores,
+    power 2 more than pays for them (a ``threads: auto`` calibration's two clear cases)."""
+    k = len(os.sched_getaffinity(0))
+    time.sleep(seconds / k**power)
+    return {"k": float(k)}

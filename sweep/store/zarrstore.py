@@ -274,6 +274,11 @@ class Store:
         except OSError as exc:
             log.warning("%s: could not record the end of the run: %s", self.path, exc)
 
+    def attr(self, name: str) -> str | None:
+        """The store attribute ``name`` as stored (JSON text for structured ones), or None."""
+        value = self.group.attrs.get(name)
+        return None if value is None else str(value)
+
     def set_attrs(self, **attrs: Any) -> None:
         self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
 
