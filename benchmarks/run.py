@@ -34,6 +34,7 @@ import jobs  # noqa: E402  (benchmarks/jobs.py)
 import parsl_htex  # noqa: E402  (benchmarks/parsl_htex.py)
 import xarray  # noqa: E402, F401
 from adaptive import bench_search  # noqa: E402  (benchmarks/adaptive.py)
+from affinity import bench_affinity  # noqa: E402  (benchmarks/affinity.py)
 from distributed import Client, LocalCluster  # noqa: E402
 from first_result import bench_first_result  # noqa: E402  (benchmarks/first_result.py)
 from ramp import bench_ramp  # noqa: E402  (benchmarks/ramp.py)
@@ -75,16 +76,20 @@ def run_sweep(
     cache: str | None = None,
     job_file: Path = JOBS,
     splits: list[Splitter] | None = None,
+    resources: dict | None = None,
+    seen: list[Any] | None = None,
 ) -> float:
     """Wall of a sweep of n points on a fresh cluster (clock: run only), with a fresh compile
     cache or the given one. With ``splits``, where the wall went is appended to it, as a
-    function of the time of one job alone on a warm core (:func:`split_wall`)."""
+    function of the time of one job alone on a warm core (:func:`split_wall`). ``resources``: the
+    recipe's (default one core a point); ``seen``: the dataset's attributes are appended to it."""
     with cluster() as c, Client(c) as client, tempfile.TemporaryDirectory() as tmp:
         child = {"compile_cache": cache or f"{tmp}/cache"}
         s = Sweep(
             f"{job_file}:{job}",
             {"zip": {"seed": list(range(n))}, "fixed": fixed},
             child=child,
+            resources=resources or {"threads": 1},
             output=f"{tmp}/o.zarr",
         )
         t0, epoch0 = time.perf_counter(), time.time()
@@ -93,6 +98,8 @@ def run_sweep(
         assert int((ds["status"] == "done").sum()) == n, ds["error"].values
         if splits is not None:
             splits.append(partial(split_wall, ds, epoch0, epoch0 + wall))
+        if seen is not None:
+            seen.append(dict(ds.attrs))
     return wall
 
 
@@ -348,6 +355,37 @@ def bench_invrs(repeat: int, n: int, steps: int) -> dict:
     return _against_time_alone(JobRef("file", str(INVRS), "optimize"), fixed, {"steps": 2}, 2, contenders)
 
 
+def bench_auto_threads(repeat: int, quick: bool = False) -> dict:
+    """``threads: auto`` against every fixed k it may choose, on the invrs-gym bend and the
+    matmul-bound efficiency job: sweeps of the same points, interleaved, medians. The calibration
+    needs 2 x 3 points per candidate k, so each sweep has 8 points per core."""
+    from sweep import autothreads
+
+    n = 8 * CORES
+    ks = [k for k in autothreads.CANDIDATES if k <= CORES]
+    workloads = {"matmul": ("fixed_work", JOBS, {"steps": 300 if quick else 900})}
+    if importlib.util.find_spec("invrs_gym") is not None:
+        workloads["invrs"] = ("optimize", INVRS, {"steps": 3 if quick else 5})
+    out: dict[str, Any] = {"jobs": n, "candidates": ks}
+    for name, (job, file, fixed) in workloads.items():
+        chosen: list[Any] = []
+        contenders = {
+            f"k{k}": partial(run_sweep, job, n, fixed, job_file=file, resources={"threads": k}) for k in ks
+        }
+        contenders["sweep"] = partial(  # compare() divides by "sweep": here the auto run
+            run_sweep, job, n, fixed, job_file=file, resources={"threads": "auto"}, seen=chosen
+        )
+        r = compare(contenders, repeat)
+        r["chosen"] = [json.loads(attrs[autothreads.ATTR]) for attrs in chosen]
+        best = min(ks, key=lambda k: r[f"k{k}_s"])
+        r["best_fixed"] = best
+        r["auto_over_best"] = r["sweep_s"] / r[f"k{best}_s"]
+        r["auto_over_k1"] = r["sweep_s"] / r["k1_s"]
+        out[name] = r
+        print(f"auto threads {name}: {r}", flush=True)
+    return out
+
+
 def bench_overhead(repeat: int, points: int) -> dict:
     from overhead import end_to_end, pool_overhead
 
@@ -508,7 +546,8 @@ def table(results: dict) -> str:
 
 
 ALL = [
-    "threads", "first_result", "compile_heavy", "efficiency", "invrs", "overhead", "scale", "ramp", "search",
+    "threads", "first_result", "compile_heavy", "efficiency", "invrs", "affinity", "auto_threads", "overhead",
+    "scale", "ramp", "search",
 ]  # fmt: skip
 
 
@@ -541,6 +580,10 @@ def main() -> int:
     if "invrs" in wanted and importlib.util.find_spec("invrs_gym") is not None:
         n_invrs, steps = (2 * CORES, 10) if quick else (3 * CORES, 15)
         results["invrs"] = {"jobs": n_invrs, "steps": steps, **bench_invrs(args.repeat, n_invrs, steps)}
+    if "affinity" in wanted:
+        results["affinity"] = bench_affinity(args.repeat, quick)
+    if "auto_threads" in wanted:
+        results["auto_threads"] = bench_auto_threads(args.repeat, quick)
     if "overhead" in wanted:
         results["overhead"] = bench_overhead(args.repeat, 200 if quick else 1000)
     if "scale" in wanted:
@@ -549,9 +592,9 @@ def main() -> int:
         results["ramp"] = bench_ramp(1 if quick else args.repeat)
     if "search" in wanted:
         results["search"] = bench_search(args.repeat, 12 if quick else 40)
-    print(table(results))
     if args.only and args.json.exists():  # the other benchmarks' last figures stay on record
         results = {**json.loads(args.json.read_text()), **results}
+    print(table(results))
     args.json.write_text(json.dumps(results, indent=2))
     print(f"wrote {args.json}")
     return 0
