@@ -44,6 +44,7 @@ from sweep.space import Trials
 from sweep.store import Store, StoreFull
 from sweep.store.layout import is_store
 from sweep.store.lock import locked
+from sweep.store.pointmask import PointMask
 from sweep.store.results import open_results
 from sweep.store.writer import ResultWriter
 from sweep.window import Window
@@ -260,7 +261,7 @@ class Execution:
                 stacklevel=3,
             )
 
-    def _run_on(self, client: Client, store: Store, todo: set[tuple[int, ...]]) -> None:
+    def _run_on(self, client: Client, store: Store, todo: PointMask) -> None:
         self._mark("cluster")
         config = self._child_config
         client.register_plugin(SweepPage(), name=SweepPage.name)

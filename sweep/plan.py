@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from pathlib import Path
 from typing import Any
 
@@ -158,8 +158,9 @@ def calibration(recipe: Recipe, chosen: int | None = None) -> autothreads.Calibr
 def tasks(
     loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]], run: str = "", config: ChildConfig | None = None
 ) -> Iterator[PointTask]:
-    """The tasks for the given point indices, in the space's order, made as they are taken."""
-    wanted = set(todo)
+    """The tasks for the given point indices (a set or a :class:`~sweep.store.pointmask.PointMask`),
+    in the space's order, made as they are taken."""
+    wanted = todo if isinstance(todo, Set) else set(todo)
     make = task_maker(loaded, run, config)
     return (make(p.index, p.params) for p in loaded.space.points() if p.index in wanted)
 
@@ -177,7 +178,7 @@ ANNOUNCED_POINTS = 10_000  # a larger sweep's page lists the points it hears of,
 
 def announcement(
     loaded: LoadedRecipe,
-    todo: set[tuple[int, ...]],
+    todo: Set[tuple[int, ...]],
     statuses: Any = None,
     reports: Mapping[tuple[int, ...], list[dict[str, Any]]] | None = None,
 ) -> SweepAnnounced:

@@ -8,6 +8,7 @@
 - :mod:`~sweep.store.growth`: a store grown to a changed space.
 - :mod:`~sweep.store.integrity`: outputs that fit, points whose data is lost, damaged metadata.
 - :mod:`~sweep.store.results`: reading a store (:func:`sweep.open_results`).
+- :mod:`~sweep.store.pointmask`: the points left to do, one byte a point.
 
 The names below load on first use, so ``import sweep.store`` (and its layout) costs no numpy.
 """

@@ -37,6 +37,7 @@ from sweep.protocol import FINISHED, NOT_DONE, PointRecord, Saved, StoppedAttemp
 from sweep.store import checkpoints, growth, integrity, layout
 from sweep.store.layout import LOGS, METADATA, NOT_DATA
 from sweep.store.lock import StoreLock, locked
+from sweep.store.pointmask import PointMask
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # files in the store that are not its data: kept when it is cleared or rebuilt
@@ -213,9 +214,9 @@ class Store:
         last = reported[np.argsort(np.nan_to_num(ended, nan=-np.inf), kind="stable")[-limit:]]
         return {tuple(int(i) for i in ix): json.loads(str(text[tuple(ix)])) for ix in last}
 
-    def todo(self, only_failed: bool = False) -> set[tuple[int, ...]]:
-        """Indices of points not yet ``done`` (pending, failed, timed out or killed); with
-        ``only_failed``, only the failed, timed-out and killed ones.
+    def todo(self, only_failed: bool = False) -> PointMask:
+        """Indices (a :class:`PointMask`) of points not yet ``done`` (pending, failed, timed out
+        or killed); with ``only_failed``, only the failed, timed-out and killed ones.
 
         Done points whose stored outputs are missing or unreadable are set back to
         ``pending`` first (see :mod:`sweep.store.integrity`), so they are among them (unless
@@ -229,7 +230,7 @@ class Store:
             log.warning("%s: %d done point(s) lost their outputs; they run again", self.path, len(lost_ix))
             self._put("status", lost_ix, ["pending"] * len(lost_ix))
         wanted = np.isin(statuses, NOT_DONE) if only_failed else ~done | lost
-        return {tuple(int(i) for i in ix) for ix in np.argwhere(wanted)}
+        return PointMask(wanted)
 
     def _record_inputs(self, loaded: Any, now: inputs.Inputs, kept_over: list[str]) -> None:
         """Store the inputs this run uses; ``kept_over`` (changes accepted with keep_done) go
