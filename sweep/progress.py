@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 from rich.console import Console
@@ -14,6 +14,8 @@ from rich.table import Table
 
 from sweep import autothreads, events
 from sweep.protocol import NOT_DONE, PointRecord
+
+FINISHED_KEPT = 65_536  # written points remembered to ignore their late events
 
 
 class SweepProgress:
@@ -34,7 +36,11 @@ class SweepProgress:
         # read by both and by SweepRun.progress(): every access holds _lock.
         self._lock = threading.Lock()
         self.latest: dict[tuple[int, ...], dict[str, Any]] = {}
-        self.finished: set[tuple[int, ...]] = set()  # written to the store (a late start is ignored)
+        # the last FINISHED_KEPT points written to the store: a start or report of one that
+        # arrives after its record is ignored (bounded: a sweep of 1,000,000 points would hold
+        # them all, ~120 MB, for a race between an event and its record that is seconds wide)
+        self.finished: set[tuple[int, ...]] = set()
+        self._finished_order: deque[tuple[int, ...]] = deque()
         self.where: dict[tuple[int, ...], events.PointStarted] = {}  # running now: dropped as they end
         self.console = Console(file=sys.stderr)
         self.live = enabled and (self.console.is_terminal or self.console.is_jupyter)
@@ -128,6 +134,9 @@ class SweepProgress:
         with self._lock:
             for r in records:
                 self.finished.add(r.index)
+                self._finished_order.append(r.index)
+                if len(self._finished_order) > FINISHED_KEPT:
+                    self.finished.discard(self._finished_order.popleft())
                 self.where.pop(r.index, None)
                 self.latest.pop(r.index, None)
                 self.counts[r.status] += 1

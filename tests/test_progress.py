@@ -59,3 +59,15 @@ def test_a_point_that_ended_is_not_running_before_it_is_written():
     record = PointRecord((0,), status="done", host="h", cores=(1,))
     bar.on_event(events.from_msg(events.to_msg(events.PointEnded.of(record))))
     assert bar.running_points() == [] and bar.running == 0
+
+
+def test_the_written_points_remembered_are_bounded(monkeypatch):
+    from sweep import progress
+
+    monkeypatch.setattr(progress, "FINISHED_KEPT", 100)
+    bar = SweepProgress(1_000, enabled=False)
+    bar.points_written([PointRecord((i,), status="done") for i in range(250)])
+    assert bar.finished == {(i,) for i in range(150, 250)}  # the latest 100
+    assert bar.counts["done"] == 250  # counting is not bounded
+    bar.on_event(events.PointStarted((249,), "h", (0,), 0.0))  # a late start of a written point
+    assert bar.running_points() == []
