@@ -14,7 +14,10 @@ CURVED_POINTS points that reported last. The page draws those curves for every s
 metric picker, a log scale), a heatmap of each point's latest reported objective for a
 two-axis grid, and for a search the best objective so far against the trials. A resumed
 sweep's announcement carries the stored reports of the CURVED_POINTS points that ended last,
-so the page draws the earlier runs' curves too.
+so the page draws the earlier runs' curves too. Of a sweep of more than
+:data:`sweep.events.LISTED_POINTS` points, the page keeps no record of a point that ended
+done or pruned (unless it keeps curves): it counts them by status, and their ends per second
+over the last RATE_WINDOW_S for the rate, so that its memory stays bounded whatever the sweep's size.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ KEEP_SWEEPS = 20
 CURVE_POINTS = 400  # a point's curve of a metric keeps its last this many reports
 CURVED_POINTS = 300  # points of a sweep that keep curves (the latest to report)
 PAGE = "templates/sweep.html"  # package data
+RATE_WINDOW_S = 300  # the rate and ETA are over the ends of this many last seconds
+COUNTED = ("done", "pruned")  # a big sweep's ended points of these statuses are counted, not kept
 
 
 class SweepPage(SchedulerPlugin):
@@ -98,6 +103,12 @@ class SweepPage(SchedulerPlugin):
             point.update({k: v for k, v in asdict(event).items() if k != "index"})
             point.pop("live", None)
             point["ended_at"] = time.time()
+            if (
+                sweep["total"] > events.LISTED_POINTS
+                and point.get("status") in COUNTED
+                and "curves" not in point
+            ):
+                _count_end(sweep, point)
 
     def _announce(self, name: str, event: events.SweepAnnounced) -> None:
         fields = asdict(event)
@@ -119,9 +130,11 @@ class SweepPage(SchedulerPlugin):
     def snapshot(self) -> dict[str, Any]:
         out = []
         for sweep in sorted(self.sweeps.values(), key=lambda s: -s["since"]):
+            ends = sweep.get("ends", {})
+            recent = sum(n for second, n in ends.items() if second >= time.time() - RATE_WINDOW_S)
             out.append(
-                {k: v for k, v in sweep.items() if k not in ("points", "curved")}
-                | {"points": list(sweep["points"].values())}
+                {k: v for k, v in sweep.items() if k not in ("points", "curved", "ends")}
+                | {"points": list(sweep["points"].values()), "recent_ends": recent}
             )
         return {"sweeps": out, "workers": self.workers(), "time": time.time()}
 
@@ -139,6 +152,20 @@ class SweepPage(SchedulerPlugin):
             }
             for address, ws in self.scheduler.workers.items()
         ]
+
+
+def _count_end(sweep: dict[str, Any], point: dict[str, Any]) -> None:
+    """Count an ended point of a big sweep instead of keeping its record: by status, and in
+    its second's bucket of ``ends`` (the last RATE_WINDOW_S seconds kept)."""
+    del sweep["points"][_key(point["index"])]
+    counted = sweep.setdefault("counted", {})
+    counted[point["status"]] = counted.get(point["status"], 0) + 1
+    ends = sweep.setdefault("ends", {})
+    second = int(point["ended_at"])
+    ends[second] = ends.get(second, 0) + 1
+    if len(ends) > RATE_WINDOW_S:
+        for old in [t for t in ends if t < second - RATE_WINDOW_S]:
+            del ends[old]
 
 
 def _extend_curves(sweep: dict[str, Any], point: dict[str, Any], event: events.PointReported) -> None:

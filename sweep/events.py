@@ -16,6 +16,9 @@ from typing import Any
 from sweep.protocol import PointRecord, Report, Status
 
 TOPIC_PREFIX = "sweep-"
+# a sweep of more points is announced without its points, and the /sweep page keeps only
+# the points that run, failed or keep curves (a record of each of 1,000,000 would be ~1 GB)
+LISTED_POINTS = 10_000
 
 
 def topic(sweep: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from sweep import autothreads, gpus
 from sweep.capped import ChildConfig, Limits, default_compile_cache, thread_budget
 from sweep.errors import SweepWarning
-from sweep.events import SweepAnnounced
+from sweep.events import LISTED_POINTS, SweepAnnounced
 from sweep.recipe import LoadedRecipe, Recipe
 from sweep.task import PointTask
 
@@ -173,7 +173,7 @@ def task_key(task: PointTask, names: Iterable[str], token: str) -> str:
     return f"{task.sweep}-{shown}-{'.'.join(map(str, task.index))}-{token}"
 
 
-ANNOUNCED_POINTS = 10_000  # a larger sweep's page lists the points it hears of, not all
+ANNOUNCED_POINTS = LISTED_POINTS  # a larger sweep's page lists the points it hears of, not all
 
 
 def announcement(

@@ -94,3 +94,24 @@ def test_the_sweep_page_keeps_a_curve_per_metric_for_its_latest_points_and_live_
     page.log_event(t, events.to_msg(events.PointEnded((0,), "done", "h", (0,), 15, 2.5, 1)))
     first = next(p for p in page.snapshot()["sweeps"][0]["points"] if p["index"] == [0])
     assert "live" not in first and first["ended_at"] > 0
+
+
+def test_a_big_sweeps_page_counts_its_done_points_instead_of_keeping_them():
+    page = SweepPage()
+    t = events.topic("big")
+    n = events.LISTED_POINTS + 1
+    page.log_event(t, events.to_msg(events.SweepAnnounced("zip", ["i"], {}, n, "jobs:f", [])))
+    ends = [events.PointEnded((i,), "done", "h", (0,), 15, 0.001, 1) for i in range(500)]
+    ends.append(events.PointEnded((500,), "failed", "h", (0,), 15, 0.001, 1))
+    page.log_event(t, events.to_msg(events.PointStarted((501,), "h")))
+    page.log_event(t, events.to_msg(events.PointReported((499,), 1, {"loss": 0.5}, 1)))  # keeps curves
+    page.log_event(t, events.to_msg(events.PointsEnded(tuple(ends))))
+    (sweep,) = page.snapshot()["sweeps"]
+    kept = {p["index"][0]: p["status"] for p in sweep["points"]}
+    assert kept == {499: "done", 500: "failed", 501: "running"}
+    assert sweep["counted"] == {"done": 499} and sweep["recent_ends"] == 499
+    small = SweepPage()  # a sweep the page lists keeps every point
+    t = events.topic("small")
+    small.log_event(t, events.to_msg(events.SweepAnnounced("zip", ["i"], {}, 500, "jobs:f", [])))
+    small.log_event(t, events.to_msg(events.PointsEnded(tuple(ends[:500]))))
+    assert len(small.snapshot()["sweeps"][0]["points"]) == 500
