@@ -425,6 +425,19 @@ def bench_scale(points: int, repeat: int) -> dict:
     }
 
 
+def bench_million(points: int) -> dict:
+    """One sweep of ``points`` no-op points (1,000,000; ~10 minutes here, so run once) in a
+    process of its own: its wall and the client's peak RSS."""
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__)), "--scale-child", str(points)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {**r, "per_point_ms": 1e3 * r["wall_s"] / r["points"]}
+
+
 def scale_child(points: int) -> None:
     with cluster() as c, Client(c) as client, tempfile.TemporaryDirectory() as tmp:
         s = Sweep(f"{JOBS}:noop", {"zip": {"i": list(range(points))}}, output=f"{tmp}/o.zarr")
@@ -547,7 +560,7 @@ def table(results: dict) -> str:
 
 ALL = [
     "threads", "first_result", "compile_heavy", "efficiency", "invrs", "affinity", "auto_threads", "overhead",
-    "scale", "ramp", "search",
+    "scale", "million", "ramp", "search",
 ]  # fmt: skip
 
 
@@ -588,6 +601,8 @@ def main() -> int:
         results["overhead"] = bench_overhead(args.repeat, 200 if quick else 1000)
     if "scale" in wanted:
         results["scale"] = bench_scale(10_000 if quick else 100_000, 1 if quick else args.repeat)
+    if "million" in wanted:
+        results["million"] = bench_million(100_000 if quick else 1_000_000)
     if "ramp" in wanted:
         results["ramp"] = bench_ramp(1 if quick else args.repeat)
     if "search" in wanted:
