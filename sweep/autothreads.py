@@ -1,25 +1,31 @@
 """``resources.threads: auto``: the first points of a sweep measure which k the rest use.
 
-A :class:`Calibration` gives the first ``POINTS_PER_K`` x (number of candidates) points of a
-sweep (a grid's, a list's or a search's first trials alike) a k each from the candidates
-(``resources.threads_auto``, default 1, 2 and 4; those above the largest worker's cores are
-dropped), one k after the other: the points of a k are submitted once those of the k before
-have ended, since a pool closes an idle child whose cores a lease of another k needs
-(:mod:`sweep.pool`), and mixing ks would leave every k with cold children only. No other point
-is submitted until the calibration has ended. Each k is scored by the points per second per
-core it gave, ``1 / (k x median job wall)`` (a node of N cores runs N / k such points at once),
-over its points that ended ``done`` and were not the first job of their child process: a
-child's first job compiles (and a child of a k other than the prewarmed one imports jax too),
-which the rest of the sweep's points, run by warm children, don't pay. A k none of whose points
-ran in a warm child is scored from its first jobs. The k with the highest score wins and every
-later point of the sweep runs with it; when no calibration point is done the smallest candidate
-is used. Calibration points are real points of the sweep: their results are kept, with the
-cores they ran on.
+A :class:`Calibration` gives the first points of a sweep (a grid's, a list's or a search's first
+trials alike) a k each from the candidates (``resources.threads_auto``, default 1, 2 and 4;
+those above the largest worker's cores are dropped): ``ROUNDS`` points per job slot of that k
+(a cluster whose workers offer 2 cores has 2 slots of k=1 and 1 of k=2), so that each round
+fills the cluster and every slot's second point runs in a warm child. The ks run one after the
+other, the largest first: the points of a k are submitted once those of the k before have
+ended, since a pool closes an idle child whose cores a lease of another k needs
+(:mod:`sweep.pool`), and mixing ks would leave every k with cold children only; the smallest k,
+the one that most often wins, runs last, so that when it wins the rest of the sweep starts on
+its warm children. No other point is submitted until the calibration has ended. Each k is
+scored by the points per second per core it gave, ``1 / (k x median job wall)`` (a node of N
+cores runs N / k such points at once), over its points that ended ``done`` and were not the
+first job of their child process: a child's first job compiles (and a child of a k other than
+the prewarmed one imports jax too), which the rest of the sweep's points, run by warm
+children, don't pay. A k none of whose points ran in a warm child is scored from its first
+jobs. The k with the highest score wins and every later point of the sweep runs with it; when
+no calibration point is done the smallest candidate is used. Calibration points are real
+points of the sweep: their results are kept, with the cores they ran on.
 
-A sweep of fewer than ``MIN_POINTS_FACTOR`` x the calibration's points is not calibrated (the
-smallest candidate is used, and the reason recorded). The choice and the measurements are
-stored in the store's ``sweep_threads_auto`` attribute (:meth:`Calibration.summary`); a
-resumed sweep reads it back and does not calibrate again.
+What calibrating costs is about one cold and one warm round at each k that loses (and, when a
+k other than the smallest wins, one more cold round of it): small against a sweep of many
+rounds, large against one of few. A sweep of fewer than ``MIN_POINTS_FACTOR`` x the
+calibration's points is not calibrated (the smallest candidate is used, and the reason
+recorded). The choice and the measurements are stored in the store's ``sweep_threads_auto``
+attribute (:meth:`Calibration.summary`); a resumed sweep reads it back and does not calibrate
+again.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from sweep.task import PointTask
 
 log = logging.getLogger(__name__)
 CANDIDATES = (1, 2, 4)
-POINTS_PER_K = 3  # so that on a small node each k has points run by a warm child
+ROUNDS = 2  # calibration points per job slot of each k: a cold one, then a warm one
 MIN_POINTS_FACTOR = 2  # a sweep of fewer than this many times the calibration's points isn't calibrated
 ATTR = "sweep_threads_auto"
 
@@ -75,13 +81,13 @@ class Calibration:
         retune: Callable[[PointTask, int], PointTask],
         *,
         chosen: int | None = None,
-        per: int = POINTS_PER_K,
+        rounds: int = ROUNDS,
     ) -> None:
         if not candidates:
             raise ValueError("threads_auto needs at least one candidate k")
         self.candidates = tuple(sorted(set(candidates)))
         self.retune = retune
-        self.per = per
+        self.rounds = rounds
         self.measured = {k: Measured(k) for k in self.candidates}
         self.chosen = chosen
         self.reason = "chosen by an earlier run of this sweep" if chosen is not None else ""
@@ -92,18 +98,21 @@ class Calibration:
         self._fitted = chosen is not None
 
     # -- what the window asks ------------------------------------------------------------------
-    def fit(self, largest_worker: int, points: int) -> None:
-        """Drop the candidates above ``largest_worker`` cores and plan the calibration for a
-        sweep of ``points`` points left (none when too few); called before the first task."""
+    def fit(self, workers: Sequence[int], points: int) -> None:
+        """Drop the candidates above the largest of ``workers`` (the cores each worker offers,
+        or those expected while none has joined) and plan the calibration for a sweep of
+        ``points`` points left (none when too few); called before the first task."""
         if self._fitted:
             return
         self._fitted = True
+        largest_worker = max(workers, default=0)
         fits = [k for k in self.candidates if k <= largest_worker] or [min(self.candidates)]
         if len(fits) < len(self.candidates):
             log.info("threads auto: candidates %s (workers have at most %d cores)", fits, largest_worker)
         self.candidates = tuple(fits)
         self.measured = {k: Measured(k) for k in self.candidates}
-        needed = self.per * len(self.candidates)
+        per = {k: self.rounds * max(1, sum(w // k for w in workers)) for k in self.candidates}
+        needed = sum(per.values())
         if len(self.candidates) == 1:
             only = f"the only candidate that fits a worker of {largest_worker} cores"
             self._decide(self.candidates[0], only)
@@ -114,7 +123,7 @@ class Calibration:
                 f"({MIN_POINTS_FACTOR} x {needed} calibration points)",
             )
         else:
-            self._plan = [k for k in self.candidates for _ in range(self.per)]
+            self._plan = [k for k in reversed(self.candidates) for _ in range(per[k])]
 
     @property
     def decided(self) -> bool:

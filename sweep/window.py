@@ -105,7 +105,7 @@ class Window:
         self._offers_memory = offers_memory
         self.auto = auto
         self._auto_cores = auto_cores
-        self._largest = 0  # the most threads one worker offers, at the last count
+        self._cores: list[int] = []  # the threads each worker offers, at the last count
 
     def slots(self, threads: int) -> int:
         """How many jobs of ``threads`` cores (and the memory each asks) the cluster's workers
@@ -115,7 +115,7 @@ class Window:
             workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
             offers = [w.get("resources", {}) for w in workers]
             self._offered = [int(o[memory.RESOURCE]) for o in offers if memory.RESOURCE in o]
-            self._largest = max((int(o.get("threads", 0)) for o in offers), default=0)
+            self._cores = [int(o.get("threads", 0)) for o in offers]
             ask = self._ask()
             count = sum(
                 min(
@@ -151,7 +151,7 @@ class Window:
         new: list[Future] = []
         slots = self.slots(self.threads)
         if self.auto is not None:
-            self.auto.fit(self._largest or self._auto_cores, self.left)
+            self.auto.fit(self._cores or [self._auto_cores], self.left)
             if self.auto.chosen is not None and self.auto.chosen != self.threads:
                 self.threads = self.auto.chosen
                 self._slots = (self._slots[0], -math.inf)

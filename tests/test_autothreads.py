@@ -38,51 +38,59 @@ def test_threads_auto_means_the_default_candidates_and_plans_with_the_smallest()
         Resources.model_validate({"threads_auto": [0, 2]})
 
 
-def test_calibration_interleaves_its_ks_then_waits_then_gives_every_task_the_best():
+def test_calibration_runs_each_k_in_turn_largest_first_then_gives_every_task_the_best():
     cal = Calibration((1, 2, 4), _retune)
-    cal.fit(largest_worker=2, points=100)  # 4 does not fit a 2-core worker
+    cal.fit(workers=[2], points=100)  # 4 does not fit a 2-core worker
     assert cal.candidates == (1, 2)
-    # k=1: 1.0 s a point (score 1.0); k=2: 0.4 s (score 1.25); each k's first point per child is
-    # a cold one (slower), and is left out of the score where a warm child ran one
-    walls = {1: [3.0, 3.0, 1.0], 2: [5.0, 0.4, 0.4]}
-    pids = {1: [10, 11, 10], 2: [20, 20, 20]}
-    ones = [cal.next(_task(i)) for i in range(3)]
-    assert [t.threads for t in ones] == [1, 1, 1] and ones[0].thread_budget == 17
-    assert cal.next(_task(3)) is None  # k=2's points wait for k=1's to end
-    for t in ones:
-        cal.heard([_done(t, walls[1].pop(0), pids[1].pop(0))])
-    twos = [cal.next(_task(i)) for i in range(3, 6)]
-    assert [t.threads for t in twos] == [2, 2, 2] and twos[0].thread_budget == 22
-    assert cal.next(_task(6)) is None  # no point beyond the calibration's until it ends
+    # 2 rounds of the worker's slots each: 2 points at k=2 (one slot), then 4 at k=1 (two);
+    # k=2: 0.4 s a point (score 1.25); k=1: 1.0 s (score 1.0); each child's first point is a
+    # cold one (slower), and is left out of the score where a warm child ran one
+    walls = {2: [5.0, 0.4], 1: [3.0, 3.0, 1.0, 1.2]}
+    pids = {2: [20, 20], 1: [10, 11, 10, 11]}
+    twos = [cal.next(_task(i)) for i in range(2)]
+    assert [t.threads for t in twos] == [2, 2] and twos[0].thread_budget == 22
+    assert cal.next(_task(2)) is None  # k=1's points wait for k=2's to end
     for t in twos:
         cal.heard([_done(t, walls[2].pop(0), pids[2].pop(0))])
+    ones = [cal.next(_task(i)) for i in range(2, 6)]
+    assert [t.threads for t in ones] == [1, 1, 1, 1] and ones[0].thread_budget == 17
+    assert cal.next(_task(6)) is None  # no point beyond the calibration's until it ends
+    for t in ones:
+        cal.heard([_done(t, walls[1].pop(0), pids[1].pop(0))])
     assert cal.chosen == 2 and cal.decided_here
     assert cal.next(_task(7)).threads == 2
     s = cal.summary()
-    assert s["measured"]["2"]["warm_walls"] == [0.4, 0.4] and s["measured"]["1"]["warm_walls"] == [1.0]
+    assert s["measured"]["2"]["warm_walls"] == [0.4] and s["measured"]["1"]["warm_walls"] == [1.0, 1.2]
+
+
+def test_each_round_fills_every_workers_slots():
+    cal = Calibration((1, 2, 4), _retune, rounds=1)
+    cal.fit(workers=[8, 2], points=1000)
+    planned = [cal.next(_task(i)).threads for i in range(2)]  # k=4: two slots on the 8-core worker
+    assert planned == [4, 4] and cal.next(_task(2)) is None
 
 
 def test_a_k_whose_points_all_fail_loses_and_none_done_falls_back_to_the_smallest():
-    cal = Calibration((1, 2), _retune, per=1)
-    cal.fit(largest_worker=8, points=10)
-    a = cal.next(_task(0))
-    cal.heard([_done(a, 9.0, 1)])
-    b = cal.next(_task(1))
+    cal = Calibration((1, 2), _retune, rounds=1)
+    cal.fit(workers=[2], points=10)
+    b = cal.next(_task(0))
     cal.heard([PointRecord(b.index, status="oom", pid=2)])
+    for i in (1, 2):
+        cal.heard([_done(cal.next(_task(i)), 9.0, i)])
     assert cal.chosen == 1 and "most points" in cal.reason
-    cal = Calibration((1, 2), _retune, per=1)
-    cal.fit(largest_worker=8, points=10)
-    for i in range(2):
+    cal = Calibration((1, 2), _retune, rounds=1)
+    cal.fit(workers=[2], points=10)
+    for i in range(3):
         cal.heard([PointRecord(cal.next(_task(i)).index, status="failed", pid=i)])
     assert cal.chosen == 1 and "no calibration point" in cal.reason
 
 
 def test_a_short_sweep_is_not_calibrated_and_a_resumed_one_keeps_its_choice():
     cal = Calibration((1, 2, 4), _retune)
-    cal.fit(largest_worker=4, points=10)  # fewer than 2 x 9 calibration points
+    cal.fit(workers=[4], points=20)  # fewer than 2 x (8 + 4 + 2) calibration points
     assert cal.chosen == 1 and "not calibrated" in cal.reason
     resumed = Calibration((1, 2, 4), _retune, chosen=4)
-    resumed.fit(largest_worker=4, points=1000)
+    resumed.fit(workers=[4], points=1000)
     assert resumed.next(_task(0)).threads == 4 and not resumed.decided_here
 
 
@@ -105,8 +113,8 @@ def test_a_sweep_measures_k_stores_the_choice_and_runs_the_rest_with_it(
     stored = json.loads(ds.attrs[autothreads.ATTR])
     assert stored["chosen"] == best and stored["candidates"] == [1, 2]
     ks = [int(k) for k in ds["k"].values]
-    calibrating = 2 * autothreads.POINTS_PER_K
-    assert ks[:calibrating] == [1, 1, 1, 2, 2, 2]  # the first points ran at each k in turn
+    calibrating = 2 * 1 + 2 * 2  # two rounds of the worker's slots at k=2, then at k=1
+    assert ks[:calibrating] == [2, 2, 1, 1, 1, 1]  # the first points ran at each k in turn
     assert ks[calibrating:] == [best] * (n - calibrating)
     assert (ds["thread_budget"].values[calibrating:] == 12 + 5 * best).all()
     assert f"k = {best}" in autothreads.describe(ds.attrs[autothreads.ATTR])
