@@ -82,7 +82,8 @@ def run_sweep(
     """Wall of a sweep of n points on a fresh cluster (clock: run only), with a fresh compile
     cache or the given one. With ``splits``, where the wall went is appended to it, as a
     function of the time of one job alone on a warm core (:func:`split_wall`). ``resources``: the
-    recipe's (default one core a point); ``seen``: the dataset's attributes are appended to it."""
+    recipe's (default one core a point); ``seen``: the dataset's attributes, and each point's k (its cores),
+    start and end are appended to it."""
     with cluster() as c, Client(c) as client, tempfile.TemporaryDirectory() as tmp:
         child = {"compile_cache": cache or f"{tmp}/cache"}
         s = Sweep(
@@ -99,7 +100,13 @@ def run_sweep(
         if splits is not None:
             splits.append(partial(split_wall, ds, epoch0, epoch0 + wall))
         if seen is not None:
-            seen.append(dict(ds.attrs))
+            ks = [len(str(c).split(",")) for c in ds["cores"].values.ravel()]
+            seen.append({
+                "attrs": dict(ds.attrs),
+                "k": ks,
+                "started": _epoch(ds["started"].values.ravel()),
+                "finished": _epoch(ds["finished"].values.ravel()),
+            })  # fmt: skip
     return wall
 
 
@@ -357,8 +364,8 @@ def bench_invrs(repeat: int, n: int, steps: int) -> dict:
 
 def bench_auto_threads(repeat: int, quick: bool = False) -> dict:
     """``threads: auto`` against every fixed k it may choose, on the invrs-gym bend and the
-    matmul-bound efficiency job: sweeps of the same points, interleaved, medians. The calibration
-    needs 2 x 3 points per candidate k, so each sweep has 8 points per core."""
+    matmul-bound efficiency job: sweeps of the same points, interleaved, medians; and what the
+    calibration cost: the wall of its rounds at the ks that lost (first start to last end)."""
     from sweep import autothreads
 
     n = 8 * CORES
@@ -376,14 +383,24 @@ def bench_auto_threads(repeat: int, quick: bool = False) -> dict:
             run_sweep, job, n, fixed, job_file=file, resources={"threads": "auto"}, seen=chosen
         )
         r = compare(contenders, repeat)
-        r["chosen"] = [json.loads(attrs[autothreads.ATTR]) for attrs in chosen]
+        r["chosen"] = [json.loads(run["attrs"][autothreads.ATTR]) for run in chosen]
+        r["losers_s"] = [_losers_span(run, c["chosen"]) for run, c in zip(chosen, r["chosen"], strict=True)]
+        r["losers_median_s"] = statistics.median(r["losers_s"])
         best = min(ks, key=lambda k: r[f"k{k}_s"])
         r["best_fixed"] = best
         r["auto_over_best"] = r["sweep_s"] / r[f"k{best}_s"]
         r["auto_over_k1"] = r["sweep_s"] / r["k1_s"]
+        r["auto_minus_best_s"] = r["sweep_s"] - r[f"k{best}_s"]
         out[name] = r
         print(f"auto threads {name}: {r}", flush=True)
     return out
+
+
+def _losers_span(run: dict[str, Any], chosen: int) -> float:
+    """Seconds from the first start to the last end of a ``threads: auto`` run's points at a k
+    other than the one it chose (its calibration rounds that lost)."""
+    spans = [(b, e) for k, b, e in zip(run["k"], run["started"], run["finished"], strict=True) if k != chosen]
+    return max(e for _, e in spans) - min(b for b, _ in spans) if spans else 0.0
 
 
 def bench_overhead(repeat: int, points: int) -> dict:
