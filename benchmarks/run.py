@@ -547,6 +547,34 @@ def table(results: dict) -> str:
             f"({s['growth']:.1f}x for {s['points'] / s['small_points']:.0f}x the points) "
             "| <= 120 s, RSS <= 1 GB |"
         )
+    m = results.get("million")
+    if m:
+        lines.append(
+            f"| {m['points']:,} no-op points | {m['wall_s']:.0f} s ({m['per_point_ms']:.2f} ms/point), "
+            f"client peak RSS {m['client_peak_rss_mb']:.0f} MB | <= 600 s, RSS <= 1.5 GB |"
+        )
+    aff = results.get("affinity")
+    if aff:
+        parts = "; ".join(
+            f"{w}: widened {x['widened_over_pinned']:.2f}x, unpinned {x['unpinned_over_pinned']:.2f}x "
+            f"(peak threads {x['pinned_threads']}/{x['widened_threads']}/{x['unpinned_threads']})"
+            for w, x in aff.items()
+        )
+        lines.append(f"| affinity: pairs side by side, wall over pinned's | {parts} | by measurement |")
+    u = results.get("auto_threads")
+    if u:
+        for w in ("matmul", "invrs"):
+            if w in u:
+                x = u[w]
+                fixed = ", ".join(f"k={k} {x[f'k{k}_s']:.1f} s" for k in u["candidates"])
+                chose = sorted({c["chosen"] for c in x["chosen"]})
+                lines.append(
+                    f"| threads: auto, {u['jobs']} {w} points | auto {x['sweep_s']:.1f} s (chose k = "
+                    f"{', '.join(map(str, chose))}; **{x['auto_over_best']:.2f}x** the best fixed k, "
+                    f"+{x['auto_minus_best_s']:.1f} s; rounds at the ks that lost "
+                    f"{x['losers_median_s']:.1f} s); "
+                    f"{fixed} | <= 1.05x best; <= k=1 + calibration |"
+                )
     r = results.get("ramp")
     if r:
         lines.append(
