@@ -36,12 +36,13 @@ from sweep import cadence, jobqueue, walltime
 from sweep.errors import SweepError, SweepWarning
 from sweep.gpus import RESOURCE as GPUS
 from sweep.gpus import detect
-from sweep.localworker import QUIET, LocalWorker
+from sweep.localworker import QUIET, LocalWorker, short_logs
 from sweep.memory import RESOURCE, at_once, local_offer, shown, size
 from sweep.recipe import ClusterSettings
 from sweep.submissions import SubmissionWatch
 
 log = logging.getLogger(__name__)
+short_logs()  # the scheduler of a local or batch cluster runs in this process
 
 
 class ClusterError(SweepError, RuntimeError):

@@ -35,6 +35,12 @@ from distributed.deploy.spec import ProcessInterface
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
+# Dask keeps each connection's last messages and each event topic's last events for debugging
+# (``distributed.admin.low-level-log-length``, 1000 by default). A sweep's messages are whole
+# chunks of points (a task of up to 256 PointTasks, an event with their ends), so in the process
+# that runs the scheduler (the client's, for ``local`` and batch clusters) 1000 of them held
+# most of a 1,000,000-point sweep's memory (benchmarks/README.md): see short_logs.
+LOG_LENGTH = 50
 # Dask's periodic work in the local scheduler and worker, slowed down: these processes share the
 # node's cores with the jobs (idle, 6-11% of one core; benchmarks/README.md says how much of
 # that this saves: not clearly measurable here). The system monitor feeds the dashboard's system plots; the
@@ -47,6 +53,16 @@ QUIET = {
     "distributed.admin.tick.interval": "500ms",
     "distributed.worker.profile.enabled": False,
 }
+
+
+def short_logs() -> None:
+    """Make ``LOG_LENGTH`` the default of ``distributed.admin.low-level-log-length`` in this
+    process (done when :mod:`sweep.cluster` is imported, and in the local worker): the queues
+    Dask makes from then on keep that many messages or events. A value the user set (a Dask
+    config file, ``DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH``) wins."""
+    import dask.config
+
+    dask.config.update_defaults({"distributed": {"admin": {"low-level-log-length": LOG_LENGTH}}})
 
 
 class LocalWorker(ProcessInterface):
@@ -185,6 +201,7 @@ async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int, securit
     from distributed import Worker
 
     dask.config.set(QUIET)
+    short_logs()
     n = int(options["nthreads"])
     resources: dict[str, float] = {"threads": n}
     if options.get("memory") is not None:

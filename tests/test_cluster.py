@@ -2,6 +2,7 @@
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -263,6 +264,37 @@ def test_the_local_clusters_periodic_housekeeping_is_slowed_and_the_profiler_off
     assert scheduler["monitor"] == 2000 and scheduler["tick"] == 500
     assert worker["monitor"] == 2000 and worker["tick"] == 500 and worker["memory_monitor"] == 1000
     assert "profile" not in worker and "profile-cycle" not in worker
+
+
+def test_dasks_debugging_logs_keep_50_of_a_sweeps_messages_not_1000():
+    """Dask keeps each connection's last messages and each topic's last events; a sweep's are
+    chunks of points, so the scheduler (in this process) and the local worker keep LOG_LENGTH."""
+    import dask.config
+    from distributed import Client
+
+    from sweep.cluster import local_cluster
+    from sweep.localworker import LOG_LENGTH
+
+    def log_length(dask_worker=None):
+        return dask.config.get("distributed.admin.low-level-log-length")
+
+    with local_cluster(threads=1, dashboard="127.0.0.1:0") as cluster, Client(cluster) as client:
+        for i in range(LOG_LENGTH + 20):
+            client.log_event("sweep-test", {"i": i})
+        events = client.get_events("sweep-test")
+        (worker,) = client.run(log_length).values()
+    assert LOG_LENGTH == 50 and log_length() == worker == LOG_LENGTH
+    assert [e[1]["i"] for e in events] == list(range(20, LOG_LENGTH + 20))
+
+
+def test_a_debugging_log_length_the_user_set_wins():
+    code = (
+        "import distributed, dask.config, sweep.cluster; "
+        "print(dask.config.get('distributed.admin.low-level-log-length'))"
+    )
+    env = {**os.environ, "DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH": "7"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "7"
 
 
 def test_the_local_workers_heartbeat_race_at_shutdown_is_not_printed():
