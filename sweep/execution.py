@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 # when none does (a job's next task is queued on its worker already: the wait costs no core).
 POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
 SEARCH_QUEUE = 2  # a search's trials in flight beyond the cluster's job slots
+# a sweep of more points comes back lazy: loaded, a 1,000,000-point dataset (its text variables
+# as Python strings) took ~0.5 GB of the client's memory and seconds to read
+LOADED_POINTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ class Execution:
                 self._set_up_pool(client)
             with self._open_store() as store:
                 self._work(store, client)
-        ds = open_results(self.output)
+        ds = open_results(self.output, load=len(self.loaded.space) <= LOADED_POINTS)
         self.stats["wall_s"] = time.monotonic() - self._t0
         if self.options.progress:
             SweepProgress(0).console.print(summary_table(ds, self.stats["wall_s"], str(self.output)))

@@ -142,7 +142,10 @@ class Sweep:
         cancel: threading.Event | None = None,
         on_store: Callable[[], None] | None = None,
     ) -> Any:
-        """Run every point not yet done and return the result dataset (xarray).
+        """Run every point not yet done and return the result dataset (xarray), loaded in
+        memory; a sweep of more than 100,000 points (``LOADED_POINTS``) returns it lazy, read
+        from the store as it is used (``open_results(output, load=False)``; ``.load()`` reads
+        it all).
 
         Without ``client`` the recipe's cluster is started (and stopped at the end).
         Setting ``cancel`` stops the sweep: queued and running points are cancelled,

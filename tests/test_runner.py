@@ -158,6 +158,20 @@ def test_a_notebook_callable_is_sent_by_value(client, tmp_path):
     assert list(ds["b"].values) == [3.0, 6.0]
 
 
+def test_a_sweep_of_many_points_comes_back_lazy_and_a_small_one_loaded(client, tmp_path, monkeypatch):
+    """Past LOADED_POINTS the dataset run() returns is read from the store as it is used."""
+    from sweep import execution
+
+    monkeypatch.setattr(execution, "LOADED_POINTS", 2)
+    big = Sweep(f"{JOBS}:square", {"grid": {"x": [1.0, 2.0, 3.0]}}, output=tmp_path / "big.zarr")
+    ds = big.run(client=client, progress=False)
+    assert ds["y"].chunks is not None and ds["status"].chunks is not None
+    assert list(ds["y"].values) == [1.0, 4.0, 9.0] and list(ds["status"].values) == ["done"] * 3
+    small = Sweep(f"{JOBS}:square", {"grid": {"x": [1.0, 2.0]}}, output=tmp_path / "small.zarr")
+    ds = small.run(client=client, progress=False)
+    assert ds["y"].chunks is None and list(ds["y"].values) == [1.0, 4.0]
+
+
 @pytest.mark.slow
 def test_a_new_store_opens_while_the_local_cluster_starts(tmp_path, monkeypatch):
     """A new store on the local default is created in a thread of its own while the cluster
