@@ -67,6 +67,8 @@ def check_fits(
 
 
 def _converts_exactly(values: np.ndarray, dtype: np.dtype) -> bool:
+    if values.dtype == dtype:  # most points: no conversion to try
+        return True
     if values.dtype.kind == "c" and dtype.kind != "c":
         return False
     with np.errstate(all="ignore"):

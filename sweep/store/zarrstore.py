@@ -15,6 +15,7 @@ exclusive ``flock`` on ``<output>/.sweep.lock``, which names the holder's pid an
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 import logging
@@ -228,7 +229,7 @@ class Store:
         if lost.any():
             lost_ix = [tuple(int(i) for i in ix) for ix in np.argwhere(lost)]
             log.warning("%s: %d done point(s) lost their outputs; they run again", self.path, len(lost_ix))
-            self._put("status", lost_ix, ["pending"] * len(lost_ix))
+            self._put("status", _coordinates(lost_ix), ["pending"] * len(lost_ix))
         wanted = np.isin(statuses, NOT_DONE) if only_failed else ~done | lost
         return PointMask(wanted)
 
@@ -323,12 +324,11 @@ class Store:
                 self._seen[ident] = ran.to_json()
                 self.set_attrs(sweep_inputs_seen=self._seen)
         shapes = {n: list(np.shape(o.values)) for n, o in record.outputs.items() if np.ndim(o.values)}
-        return replace(
-            record,
-            returned=tuple(record.outputs),
-            inputs=ident or "",
-            shapes=json.dumps(shapes) if shapes else "",
-        )
+        stamped = copy.copy(record)  # dataclasses.replace costs twice as much, per point
+        stamped.returned = tuple(record.outputs)
+        stamped.inputs = ident or ""
+        stamped.shapes = json.dumps(shapes) if shapes else ""
+        return stamped
 
     def _write(self, records: list[PointRecord], skip_same: bool = False) -> list[PointRecord]:
         records = [self._stamped(self._checked(r)) for r in records]
@@ -336,7 +336,7 @@ class Store:
             having = [r for r in records if name in r.outputs]
             values = [np.asarray(r.outputs[name].values) for r in having]
             if values and values[0].ndim == 0:
-                self._put(name, [r.index for r in having], values)
+                self._put(name, _coordinates([r.index for r in having]), values)
                 continue
             for r, v in zip(having, values):
                 where = r.index + (slice(None),) * v.ndim
@@ -347,9 +347,10 @@ class Store:
                 if skip_same and np.array_equal(array[where], v, equal_nan=v.dtype.kind in "fc"):
                     continue
                 array[where] = v
+        points = _coordinates([r.index for r in records])  # once for every variable
         for name, var in RECORD_VARS.items():
             values = [r.stored(name) for r in records]
-            self._put(name, [r.index for r in records], [var.fill if v is None else v for v in values])
+            self._put(name, points, [var.fill if v is None else v for v in values])
         self._write_logs(records)
         if self._checkpointed:
             for r in records:
@@ -408,16 +409,16 @@ class Store:
     def set_params(self, index: tuple[int, ...], params: Mapping[str, Any]) -> None:
         """Write a search trial's parameters as the coordinates of its slot (chosen as it starts)."""
         for name, value in params.items():
-            self._put(name, [index], [value])
+            self._put(name, _coordinates([index]), [value])
 
-    def _put(self, name: str, indices: list[tuple[int, ...]], values: list[Any]) -> None:
-        """One point-wise write of ``values`` at ``indices`` (one zarr call for the batch).
+    def _put(self, name: str, where: tuple[np.ndarray, ...], values: list[Any]) -> None:
+        """One point-wise write of ``values`` at the points ``where`` (:func:`_coordinates`:
+        one zarr call for the batch).
 
         Always by ``vindex``, one point too: with numpy 1.x, zarr 3 can't set one element of a
         string array by plain indexing (numcodecs' VLenUTF8 gets an array, not a str)."""
         array = self._array(name)
-        index = tuple(np.array(ix) for ix in zip(*indices))
-        array.vindex[index] = np.array(values, dtype=object if array.dtype.kind in "OTU" else array.dtype)
+        array.vindex[where] = np.array(values, dtype=object if array.dtype.kind in "OTU" else array.dtype)
 
     def _array(self, name: str) -> Any:
         """Variable ``name``'s zarr array, set to write every chunk, even one that holds only the
@@ -510,6 +511,11 @@ def _open_group(path: Path, mode: Literal["r", "r+"]) -> Any:
     except Exception:
         integrity.check_metadata(path)
         raise
+
+
+def _coordinates(indices: list[tuple[int, ...]]) -> tuple[np.ndarray, ...]:
+    """The points at ``indices`` as zarr's coordinate selection: one array of positions per dim."""
+    return tuple(np.array(ix, dtype=np.intp) for ix in zip(*indices))
 
 
 def _padded(values: np.ndarray, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
