@@ -80,7 +80,10 @@ class SweepPage(SchedulerPlugin):
     @staticmethod
     def _record(sweep: dict[str, Any], event: events.Event) -> None:
         assert not isinstance(event, events.SweepAnnounced | events.PointsEnded)
-        point = sweep["points"].setdefault(_key(event.index), {"index": list(event.index), "params": {}})
+        key = _key(event.index)
+        if isinstance(event, events.PointEnded) and _counted(sweep, key, event):
+            return
+        point = sweep["points"].setdefault(key, {"index": list(event.index), "params": {}})
         if isinstance(event, events.PointStarted):
             if point.get("status") == "running":  # started again: its worker was lost
                 point["requeued"] = point.get("requeued", 0) + 1
@@ -103,12 +106,6 @@ class SweepPage(SchedulerPlugin):
             point.update({k: v for k, v in asdict(event).items() if k != "index"})
             point.pop("live", None)
             point["ended_at"] = time.time()
-            if (
-                sweep["total"] > events.LISTED_POINTS
-                and point.get("status") in COUNTED
-                and "curves" not in point
-            ):
-                _count_end(sweep, point)
 
     def _announce(self, name: str, event: events.SweepAnnounced) -> None:
         fields = asdict(event)
@@ -154,18 +151,25 @@ class SweepPage(SchedulerPlugin):
         ]
 
 
-def _count_end(sweep: dict[str, Any], point: dict[str, Any]) -> None:
-    """Count an ended point of a big sweep instead of keeping its record: by status, and in
-    its second's bucket of ``ends`` (the last RATE_WINDOW_S seconds kept)."""
-    del sweep["points"][_key(point["index"])]
+def _counted(sweep: dict[str, Any], key: str, event: events.PointEnded) -> bool:
+    """Whether the end of point ``key`` was counted instead of kept: a big sweep's (over
+    LISTED_POINTS) point that ended done or pruned and has no curves is counted by status and
+    in its second's bucket of ``ends`` (the last RATE_WINDOW_S seconds kept), and its record
+    dropped, before any of it is built (a sweep of 1,000,000 points ends thousands a second)."""
+    if sweep["total"] <= events.LISTED_POINTS or event.status not in COUNTED:
+        return False
+    if "curves" in sweep["points"].get(key, ()):
+        return False
+    sweep["points"].pop(key, None)
     counted = sweep.setdefault("counted", {})
-    counted[point["status"]] = counted.get(point["status"], 0) + 1
+    counted[event.status] = counted.get(event.status, 0) + 1
     ends = sweep.setdefault("ends", {})
-    second = int(point["ended_at"])
+    second = int(time.time())
     ends[second] = ends.get(second, 0) + 1
     if len(ends) > RATE_WINDOW_S:
         for old in [t for t in ends if t < second - RATE_WINDOW_S]:
             del ends[old]
+    return True
 
 
 def _extend_curves(sweep: dict[str, Any], point: dict[str, Any], event: events.PointReported) -> None:
