@@ -2,6 +2,7 @@
 (sweep/autothreads.py)."""
 
 import json
+from pathlib import Path
 
 import pytest
 from distributed import Client
@@ -122,13 +123,16 @@ def test_a_sweep_measures_k_stores_the_choice_and_runs_the_rest_with_it(
 
 @pytest.mark.slow
 def test_status_and_results_say_what_auto_chose_and_a_resume_does_not_calibrate_again(tmp_path):
-    recipe = write_recipe(
-        tmp_path / "auto.yaml",
-        job=f"{JOBS}:core_scaled",
-        params={"zip": {"x": list(range(14))}, "fixed": {"seconds": 0.3, "power": 2.0}},
-        resources={"threads": "auto"},
-        output=str(tmp_path / "auto.zarr"),
-    )
+    def recipe_of(points: int) -> Path:
+        return write_recipe(
+            tmp_path / "auto.yaml",
+            job=f"{JOBS}:core_scaled",
+            params={"zip": {"x": list(range(points))}, "fixed": {"seconds": 0.3, "power": 2.0}},
+            resources={"threads": "auto"},
+            output=str(tmp_path / "auto.zarr"),
+        )
+
+    recipe = recipe_of(14)
     validated = cli("validate", str(recipe))
     assert validated.returncode == 0
     assert "threads=auto (the first points measure k = 1, 2, 4)" in validated.stdout
@@ -136,14 +140,7 @@ def test_status_and_results_say_what_auto_chose_and_a_resume_does_not_calibrate_
     status = cli("status", str(tmp_path / "auto.zarr"))
     assert "threads  auto chose k = 2 (the most points per second per core" in status.stdout, status.stdout
     assert "threads: auto" in cli("results", str(tmp_path / "auto.zarr")).stdout
-    # grown by 4 points: they run with the stored k, none at another
-    recipe = write_recipe(
-        tmp_path / "auto.yaml",
-        job=f"{JOBS}:core_scaled",
-        params={"zip": {"x": list(range(18))}, "fixed": {"seconds": 0.3, "power": 2.0}},
-        resources={"threads": "auto"},
-        output=str(tmp_path / "auto.zarr"),
-    )
+    recipe = recipe_of(18)  # grown by 4 points: they run with the stored k, none at another
     assert cli("submit", str(recipe), "--no-progress").returncode == 0
     from sweep import open_results
 
