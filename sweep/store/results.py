@@ -30,13 +30,18 @@ def report_history(ds: Any) -> Any:
 
     rows: list[dict[str, Any]] = []
     status = ds["status"]
+    # each variable read once: on a lazy dataset (a big sweep's) ``.values`` reads the store
+    reports = ds["reports"].values
+    axes = [ds[d].values for d in status.dims]  # trial: its number
+    per_point = {c: ds[c].values for c in ds.coords if ds[c].dims == status.dims}
+    ids = ds["point_id"].values
     for index in np.ndindex(status.shape):
-        text = str(ds["reports"].values[index] or "")
+        text = str(reports[index] or "")
         if not text:
             continue
-        where = {d: ds[d].values[i] for d, i in zip(status.dims, index)}  # trial: its number
-        where.update({c: ds[c].values[index] for c in ds.coords if ds[c].dims == status.dims})
-        where["point_id"] = ds["point_id"].values[index]
+        where = {d: axis[i] for d, axis, i in zip(status.dims, axes, index)}
+        where.update({c: values[index] for c, values in per_point.items()})
+        where["point_id"] = ids[index]
         rows.extend({**where, **r} for r in json.loads(text))
     return pd.DataFrame(rows)
 
