@@ -56,8 +56,8 @@ if TYPE_CHECKING:
 # when none does (a job's next task is queued on its worker already: the wait costs no core).
 POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
 SEARCH_QUEUE = 2  # a search's trials in flight beyond the cluster's job slots
-# a sweep of more points comes back lazy: loaded, a 1,000,000-point dataset (its text variables
-# as Python strings) took ~0.5 GB of the client's memory and seconds to read
+# a sweep of more points comes back lazy: loading 200,000 points' dataset (its text variables as
+# Python strings) took 100 MB of the client's memory and 1.7 s (benchmarks/README.md)
 LOADED_POINTS = 100_000
 
 
@@ -130,11 +130,16 @@ class Execution:
                 self._set_up_pool(client)
             with self._open_store() as store:
                 self._work(store, client)
-        ds = open_results(self.output, load=len(self.loaded.space) <= LOADED_POINTS)
+        ds = self.dataset()
         self.stats["wall_s"] = time.monotonic() - self._t0
         if self.options.progress:
             SweepProgress(0).console.print(summary_table(ds, self.stats["wall_s"], str(self.output)))
         return ds
+
+    def dataset(self) -> Any:
+        """The store's dataset as a run hands it back: loaded, or lazy (dask arrays read as they
+        are used) for a sweep of more than LOADED_POINTS points."""
+        return open_results(self.output, load=len(self.loaded.space) <= LOADED_POINTS)
 
     def _opens_beside_cluster(self) -> bool:
         """Whether the store is new (or --force given), the cluster local and the store not held

@@ -230,10 +230,10 @@ class SweepRun:
         return bar.snapshot()
 
     def results(self, timeout: float = 60.0) -> Any:
-        """The dataset as stored so far (points not finished read ``pending``); waits for the
-        sweep to have opened its store first."""
+        """The dataset as stored so far (points not finished read ``pending``), loaded or lazy
+        as :meth:`Sweep.run` returns it; waits for the sweep to have opened its store first."""
         self._execution.store_ready.wait(timeout)
-        return open_results(self.sweep.output)
+        return self._execution.dataset()
 
     def cancel(self) -> Any:
         """Stop submitting, cancel what is queued or running, keep what is done; returns the dataset."""

@@ -159,15 +159,23 @@ def test_a_notebook_callable_is_sent_by_value(client, tmp_path):
 
 
 def test_a_sweep_of_many_points_comes_back_lazy_and_a_small_one_loaded(client, tmp_path, monkeypatch):
-    """Past LOADED_POINTS the dataset run() returns is read from the store as it is used."""
-    from sweep import execution
+    """Past LOADED_POINTS the dataset run() and a background run's results() return is read
+    from the store as it is used; the report history reads it as it reads a loaded one."""
+    from sweep import execution, report_history
 
     monkeypatch.setattr(execution, "LOADED_POINTS", 2)
-    big = Sweep(f"{JOBS}:square", {"grid": {"x": [1.0, 2.0, 3.0]}}, output=tmp_path / "big.zarr")
-    ds = big.run(client=client, progress=False)
-    assert ds["y"].chunks is not None and ds["status"].chunks is not None
-    assert list(ds["y"].values) == [1.0, 4.0, 9.0] and list(ds["status"].values) == ["done"] * 3
-    small = Sweep(f"{JOBS}:square", {"grid": {"x": [1.0, 2.0]}}, output=tmp_path / "small.zarr")
+    fixed = {"steps": 2, "seconds": 0.0}
+    big = Sweep(
+        f"{JOBS}:reporting", {"grid": {"x": [1.0, 2.0, 3.0]}, "fixed": fixed}, output=tmp_path / "b.zarr"
+    )
+    run = big.start(client=client, progress=False)
+    ds = run.wait(120)
+    assert ds["status"].chunks is not None and run.results()["status"].chunks is not None
+    assert list(ds["status"].values) == ["done"] * 3
+    history = report_history(ds)
+    assert len(history) == 6 and sorted(set(history["x"])) == [1.0, 2.0, 3.0]
+    assert set(history["point_id"]) == set(ds["point_id"].values)
+    small = Sweep(f"{JOBS}:square", {"grid": {"x": [1.0, 2.0]}}, output=tmp_path / "s.zarr")
     ds = small.run(client=client, progress=False)
     assert ds["y"].chunks is None and list(ds["y"].values) == [1.0, 4.0]
 
