@@ -59,7 +59,8 @@ def short_logs() -> None:
     """Make ``LOG_LENGTH`` the default of ``distributed.admin.low-level-log-length`` in this
     process (done when :mod:`sweep.cluster` is imported, and in the local worker): the queues
     Dask makes from then on keep that many messages or events. A value the user set (a Dask
-    config file, ``DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH``) wins."""
+    config file, ``DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH``) wins, unless it is Dask's
+    own default, 1000, which reads as not set (``dask.config.update_defaults``)."""
     import dask.config
 
     dask.config.update_defaults({"distributed": {"admin": {"low-level-log-length": LOG_LENGTH}}})
