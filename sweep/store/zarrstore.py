@@ -332,11 +332,13 @@ class Store:
 
     def _write(self, records: list[PointRecord], skip_same: bool = False) -> list[PointRecord]:
         records = [self._stamped(self._checked(r)) for r in records]
+        points = _coordinates([r.index for r in records])  # once for every variable all points have
         for name in self.outputs:
             having = [r for r in records if name in r.outputs]
             values = [np.asarray(r.outputs[name].values) for r in having]
             if values and values[0].ndim == 0:
-                self._put(name, _coordinates([r.index for r in having]), values)
+                at = points if len(having) == len(records) else _coordinates([r.index for r in having])
+                self._put(name, at, values)
                 continue
             for r, v in zip(having, values):
                 where = r.index + (slice(None),) * v.ndim
@@ -347,7 +349,6 @@ class Store:
                 if skip_same and np.array_equal(array[where], v, equal_nan=v.dtype.kind in "fc"):
                     continue
                 array[where] = v
-        points = _coordinates([r.index for r in records])  # once for every variable
         for name, var in RECORD_VARS.items():
             values = [r.stored(name) for r in records]
             self._put(name, points, [var.fill if v is None else v for v in values])
