@@ -11,6 +11,8 @@ environment says, for a lease of ``k`` cores:
   two XLA client threads");
 * ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
   ``NUMEXPR_NUM_THREADS``, ``VECLIB_MAXIMUM_THREADS``, ``BLIS_NUM_THREADS`` = 1;
+* ``JE_ARROW_MALLOC_CONF=background_thread:false`` (pyarrow's jemalloc, which a job that
+  imports xarray or pandas loads, starts no background thread) unless already set;
 * ``JAX_PLATFORMS=cpu`` unless the config names other platforms;
 * ``JAX_COMPILATION_CACHE_DIR`` (shared by every child of a sweep) with
   ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0`` when a compile cache is configured.
@@ -82,6 +84,9 @@ CAPPED_TO_ONE = (
 )
 # Set by distributed's nanny in every worker (distributed.nanny.pre-spawn-environ).
 NANNY_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_")
+# Background threads of allocators bundled by libraries a job may import (pyarrow's jemalloc,
+# pulled in by xarray -> pandas): one thread each that no CPU count sizes, switched off.
+ALLOCATOR_THREADS_OFF = {"JE_ARROW_MALLOC_CONF": "background_thread:false"}
 MULTIPLYING_FLAGS = ("--xla_force_host_platform_device_count",)
 MULTIPLYING_VARS = ("JAX_NUM_CPU_DEVICES",)
 SAMPLE_S = 0.1
@@ -155,6 +160,7 @@ class ChildConfig:
             k = str(max(MIN_XLA_THREADS, len(cores)))
             env.update({"NPROC": k, "PJRT_NPROC": k})
             env.update(dict.fromkeys(CAPPED_TO_ONE, "1"))
+            env.update({name: value for name, value in ALLOCATOR_THREADS_OFF.items() if name not in env})
         if self.platforms:
             env["JAX_PLATFORMS"] = self.platforms
         if self.compile_cache:

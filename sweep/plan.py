@@ -86,11 +86,11 @@ def _unwritable(folder: str) -> str | None:
 
 
 def budget(recipe: Recipe, k: int | None = None) -> int:
-    """Threads each point may hold: ``resources.thread_budget``, else 12 + 5k (``k``: the
-    point's cores, default ``resources.threads``); an MPI point's ranks that each, plus the MPI
-    runtime's own (:func:`sweep.mpi.point_budget`)."""
+    """Threads each point may hold: ``resources.thread_budget``, else 12 + 5k plus
+    ``resources.extra_threads`` (``k``: the point's cores, default ``resources.threads``); an
+    MPI point's ranks that each, plus the MPI runtime's own (:func:`sweep.mpi.point_budget`)."""
     r = recipe.resources
-    per_rank = r.thread_budget or thread_budget(r.threads if k is None else k)
+    per_rank = r.thread_budget or thread_budget(r.threads if k is None else k) + r.extra_threads
     if r.ranks == 1:
         return per_rank
     from sweep.mpi import point_budget

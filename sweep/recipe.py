@@ -120,6 +120,7 @@ class Resources(_Model):
     retries: int = Field(0, ge=0)
     on_thread_overflow: Literal["warn", "fail"] = "warn"
     thread_budget: int | None = Field(None, ge=1)
+    extra_threads: int = Field(0, ge=0)
     checkpoint_bytes: int = Field(64 << 20, gt=0)
     retry_memory: float | None = None
     expected: float | None = Field(None, gt=0)

@@ -119,7 +119,7 @@ class Sweep:
 
     @property
     def thread_budget(self) -> int:
-        """Threads each job may hold: ``resources.thread_budget``, else 12 + 5k."""
+        """Threads each job may hold (:func:`sweep.plan.budget`)."""
         return plan.budget(self.recipe)
 
     # -- running ------------------------------------------------------------------------

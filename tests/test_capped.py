@@ -8,7 +8,7 @@ import pytest
 
 from sweep.capped import Child, ChildConfig, Limits, thread_budget
 from sweep.job import parse_job
-from tests.helpers import job
+from tests.helpers import ROOT, job
 
 CAPPED = ChildConfig(cap=True)
 UNCAPPED = ChildConfig(cap=False)
@@ -214,3 +214,31 @@ def test_a_short_job_over_its_thread_budget_is_killed_under_fail(child):
     out = child.run(parse_job(job("leave_threads")), {"n": 20}, limits=Limits(max_threads=15))
     assert out.status == "killed" and "thread budget exceeded" in out.error
     assert out.peak_threads > 15 and not child.alive()
+
+
+def test_capped_environment_switches_off_bundled_allocator_threads():
+    assert CAPPED.environ([0], base={})["JE_ARROW_MALLOC_CONF"] == "background_thread:false"
+    mine = CAPPED.environ([0], base={"JE_ARROW_MALLOC_CONF": "narenas:1"})
+    assert mine["JE_ARROW_MALLOC_CONF"] == "narenas:1"  # a user's own setting is kept
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("recipe", ["quickstart.yaml", "ceviche_sweep.yaml"])
+def test_shipped_recipes_hold_their_thread_budget_on_a_cold_compile_cache(tmp_path, recipe, k):
+    """A newcomer's first run: nothing compiled yet, so XLA's compile pools and the allocator
+    threads of what the job imports (xarray -> pandas -> pyarrow) all appear at once."""
+    from sweep import plan
+    from sweep.recipe import Recipe
+
+    loaded = Recipe.load(ROOT / "recipes" / recipe, overrides=[f"resources.threads={k}"])
+    point = next(iter(loaded.space.points()))
+    kwargs = {**point.params, **loaded.recipe.params.fixed, "steps": 2}
+    c = Child(list(range(k)), ChildConfig(compile_cache=str(tmp_path / "cold")))
+    try:
+        out = c.run(loaded.job, kwargs, limits=Limits(timeout=600))
+    finally:
+        c.kill()
+    assert out.status == "done", out.error
+    allowed = plan.budget(loaded.recipe, k)
+    assert out.peak_threads <= allowed, (out.peak_threads, allowed)
