@@ -310,8 +310,9 @@ def _cancel_on_sigterm() -> Iterator[threading.Event]:
 def _detach(args: argparse.Namespace, s: Any) -> int:
     from sweep import driver
 
-    argv = [a for a in args.argv if a != "--detach"]
-    state = driver.detach([*argv, "--no-progress"] if "--no-progress" not in argv else argv, s.output)
+    # the background driver writes to its log file, not a terminal: progress there is the same
+    # rate lines and closing table a foreground run prints to a log (sweep.progress)
+    state = driver.detach([a for a in args.argv if a != "--detach"], s.output)
     if state is None:
         print(f"sweep {s.loaded.name}: nothing left to run in {s.output} (`sweep status {s.output}`)")
         return EXIT_OK

@@ -228,7 +228,8 @@ def publish(output: Path, **changes: Any) -> None:
 def exit_recorded(output: Path) -> Iterator[list[int]]:
     """Around a driver's run: the exit code the caller puts in the yielded list (1 by default;
     a SweepError's own, 130 on Ctrl-C) is written to the state file as the run ends, when this
-    process wrote it, so that `sweep attach` can end with it."""
+    process wrote it, so that `sweep attach` can end with it; its running points are cleared
+    in the same write, so the state file is final."""
     code = [1]
     try:
         yield code
@@ -240,7 +241,7 @@ def exit_recorded(output: Path) -> Iterator[list[int]]:
         raise
     finally:
         try:
-            publish(output, exit_code=code[0])
+            publish(output, exit_code=code[0], running=[])  # nothing runs once the driver ends
         except OSError as exc:
             print(f"sweep: could not record the exit code in {output / STATE_NAME}: {exc}", file=sys.stderr)
 

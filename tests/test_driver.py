@@ -69,7 +69,13 @@ def test_a_detached_sweep_survives_its_terminal_and_attach_follows_it_to_the_end
     assert "[sweep] 6/6" in attached.stderr
     ds = open_results(out)
     assert (ds["status"] == "done").all() and ds.attrs["sweep_run_state"] == "finished"
-    assert (out / ".sweep-driver.log").exists()
+    # the driver's log reads like a foreground run's: rate lines and the closing table
+    log = (out / ".sweep-driver.log").read_text()
+    assert "points/s" in log and "[sweep] 6/6" in log and "points done" in log, log
+    import json
+
+    state = json.loads((out / ".sweep-driver.json").read_text())
+    assert state["exit_code"] == 0 and state["running"] == []  # final once the run ended
 
 
 @pytest.mark.slow
