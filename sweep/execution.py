@@ -38,7 +38,7 @@ from sweep.cluster import SubmissionError, check_fits, connect, local_cores
 from sweep.dashboard import CURVED_POINTS, SweepPage
 from sweep.errors import SweepWarning
 from sweep.pool import CorePool, on_pool
-from sweep.progress import SweepProgress, summary_table
+from sweep.progress import SweepProgress, notebook_display, show_summary, summary_table
 from sweep.protocol import PointRecord, StoppedAttempt
 from sweep.space import Trials
 from sweep.store import Store, StoreFull
@@ -100,6 +100,9 @@ class Execution:
         self._checkpoints = RunCheckpoints("")  # the running run's (set as it starts)
         self._own_cluster = False  # whether this run started its cluster (not given a client)
         self._t0 = time.monotonic()
+        # in a notebook the progress block is displayed now, in the cell that starts the run,
+        # and only updated in place afterwards, from whichever thread runs the sweep
+        self._notebook = notebook_display(sweep.loaded.name, len(sweep)) if options.progress else None
 
     def execute(self, client: Client | None) -> Any:
         """Run every point not yet done, on ``client`` or on the recipe's cluster started for
@@ -133,7 +136,8 @@ class Execution:
         ds = self.dataset()
         self.stats["wall_s"] = time.monotonic() - self._t0
         if self.options.progress:
-            SweepProgress(0).console.print(summary_table(ds, self.stats["wall_s"], str(self.output)))
+            table = summary_table(ds, self.stats["wall_s"], str(self.output))
+            show_summary(table, self.progress, self._notebook)
         return ds
 
     def dataset(self) -> Any:
@@ -290,7 +294,9 @@ class Execution:
         token = uuid.uuid4().hex[:6]
         self._checkpoints = saved = RunCheckpoints(token)
         study = self._study()
-        with SweepProgress(total, total - len(todo), enabled=self.options.progress) as bar:
+        with SweepProgress(
+            total, total - len(todo), enabled=self.options.progress, notebook=self._notebook
+        ) as bar:
             self.progress = bar
 
             def on_event(message: Any) -> None:

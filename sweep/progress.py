@@ -1,4 +1,5 @@
-"""Progress of a running sweep: counts, a live bar on a terminal, log lines elsewhere."""
+"""Progress of a running sweep: counts, a live bar on a terminal, a display of its own in a
+notebook (:mod:`sweep.notebook`), log lines elsewhere."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -15,19 +16,29 @@ from rich.table import Table
 from sweep import autothreads, events
 from sweep.protocol import NOT_DONE, PointRecord
 
+if TYPE_CHECKING:
+    from sweep.notebook import NotebookDisplay
+
 FINISHED_KEPT = 65_536  # written points remembered to ignore their late events
 
 
 class SweepProgress:
     """Counts points by state and shows them.
 
-    On a terminal (or in Jupyter) a rich progress bar with done / failed / running /
-    pending counts; otherwise (CI, batch logs) one plain line every ``log_every`` seconds
-    and at the end. ``enabled=False`` shows nothing.
+    On a terminal a rich progress bar with done / failed / running / pending counts; in a
+    notebook the ``notebook`` display (never rich, whose live bar redirects the kernel's
+    streams); otherwise (CI, batch logs, a detached driver's log) one plain line every
+    ``log_every`` seconds and at the end. ``enabled=False`` shows nothing.
     """
 
     def __init__(
-        self, total: int, already_done: int = 0, *, enabled: bool = True, log_every: float = 10.0
+        self,
+        total: int,
+        already_done: int = 0,
+        *,
+        enabled: bool = True,
+        log_every: float = 10.0,
+        notebook: NotebookDisplay | None = None,
     ) -> None:
         self.total = total
         self.counts: Counter[str] = Counter(done=already_done)
@@ -43,7 +54,8 @@ class SweepProgress:
         self._finished_order: deque[tuple[int, ...]] = deque()
         self.where: dict[tuple[int, ...], events.PointStarted] = {}  # running now: dropped as they end
         self.console = Console(file=sys.stderr)
-        self.live = enabled and (self.console.is_terminal or self.console.is_jupyter)
+        self.notebook = notebook if enabled else None
+        self.live = enabled and notebook is None and self.console.is_terminal and not self.console.is_jupyter
         self.enabled = enabled
         self.log_every = log_every
         self._last_log = 0.0
@@ -146,7 +158,9 @@ class SweepProgress:
         if not self.enabled:
             return
         finished = sum(self.counts.values())
-        if self._bar is not None:
+        if self.notebook is not None:
+            self.notebook.update(finished, self.total, self.describe(), force=force)
+        elif self._bar is not None:
             self._bar.update(self._task, completed=finished, description=self.describe())
         elif force or time.monotonic() - self._last_log >= self.log_every:
             self._last_log = time.monotonic()
@@ -157,6 +171,24 @@ class SweepProgress:
             if line != self._last_line:
                 print(line, file=sys.stderr, flush=True)
                 self._last_line = line
+
+
+def notebook_display(title: str, total: int) -> NotebookDisplay | None:
+    """A progress block displayed now in the running notebook cell; None outside a notebook."""
+    from sweep.notebook import NotebookDisplay, in_notebook
+
+    return NotebookDisplay(f"sweep {title}", total) if in_notebook() else None
+
+
+def show_summary(table: Table, bar: SweepProgress | None, notebook: NotebookDisplay | None) -> None:
+    """Show a run's closing ``table``: in its notebook block (under the last counts of ``bar``),
+    else on stderr."""
+    if notebook is None:
+        Console(file=sys.stderr).print(table)
+        return
+    finished = sum(bar.counts.values()) if bar is not None else 0
+    total = bar.total if bar is not None else finished
+    notebook.finish(finished, total, bar.describe() if bar is not None else "nothing left to run", table)
 
 
 def last_run_wall(attrs: Any) -> float | None:
