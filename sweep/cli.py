@@ -22,6 +22,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -248,18 +249,22 @@ def _submit_args(q: argparse.ArgumentParser) -> None:
 
 @command("submit", "run a recipe's sweep (resumes an existing output)", _submit_args)
 def _submit(args: argparse.Namespace) -> int:
-    from sweep import cluster, plan
+    from sweep import cluster, jobqueue, plan
 
     s = _load(args)
-    settings, k, memory = s.recipe.cluster, s.recipe.resources.cores, s.recipe.resources.memory
+    settings = jobqueue.run_defaults(s.recipe.cluster, s.loaded.name, s.output)
+    k, memory = s.recipe.resources.cores, s.recipe.resources.memory
     if args.dry_run:
         plan.preflight(s.loaded)
         print(f"plan: {cluster.plan_text(settings, k, len(s), memory)}")
         print(f"output: {s.output}")
         if settings.kind in cluster.jobqueue.CLASSES:
+            existed = s.output.exists()
             with cluster.batch_cluster(settings, dry_run=True) as batch:
                 print(f"batch job script ({settings.kind}; the scheduler address is the real one's")
                 print(f"placeholder: a real run listens on cluster.interface):\n{batch.job_script()}")
+            if not existed:  # dask-jobqueue made the jobs' log folder under it: a dry run leaves nothing
+                shutil.rmtree(s.output, ignore_errors=True)
         return EXIT_OK
     if args.detach:
         return _detach(args, s)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from distributed import Client, Future, as_completed
 
-from sweep import autothreads, cadence, driver, events, limits, plan, provenance, search
+from sweep import autothreads, cadence, driver, events, jobqueue, limits, plan, provenance, search
 from sweep.capped import multipliers
 from sweep.checkpoints import RunCheckpoints
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores
@@ -104,6 +104,10 @@ class Execution:
         # and only updated in place afterwards, from whichever thread runs the sweep
         self._notebook = notebook_display(sweep.loaded.name, len(sweep)) if options.progress else None
 
+    def _cluster_settings(self) -> Any:
+        """The recipe's cluster, batch jobs named for this sweep and logging into its store."""
+        return jobqueue.run_defaults(self.recipe.cluster, self.loaded.name, self.output)
+
     def execute(self, client: Client | None) -> Any:
         """Run every point not yet done, on ``client`` or on the recipe's cluster started for
         them, and return the result dataset (see :meth:`sweep.Sweep.run`)."""
@@ -162,7 +166,7 @@ class Execution:
         with ThreadPoolExecutor(1, thread_name_prefix="sweep-store") as pool:
             opening = pool.submit(self._open_store)
             try:
-                with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
+                with connect(self._cluster_settings(), k, on_fatal=self._stop_for) as own:
                     self._own_cluster = True
                     self._mark("cluster")
                     self._set_up_pool(own)
@@ -212,7 +216,7 @@ class Execution:
         state = "failed"
         try:
             if todo and client is None:
-                with connect(self.recipe.cluster, k, on_fatal=self._stop_for) as own:
+                with connect(self._cluster_settings(), k, on_fatal=self._stop_for) as own:
                     self._own_cluster = True
                     self._set_up_pool(own)
                     self._run_on(own, store, todo)

@@ -78,6 +78,31 @@ def gpu_directives(kind: str, n: int, given: Any) -> Any:
     return [*(given or []), GPU_DIRECTIVES[kind].format(n=n)]
 
 
+# How each batch system is told to append to a job's log files rather than truncate them, so
+# that a job the scheduler requeues (node failure, preemption) keeps its first run's log.
+APPEND_LOGS = {"slurm": "--open-mode=append"}
+
+
+def run_defaults(settings: Any, name: str, output: Path) -> Any:
+    """``settings`` (ClusterSettings of a batch kind) with what a recipe leaves unset filled in
+    for the sweep ``name`` writing ``output``: batch jobs named ``sweep-<name>`` (``job_name``),
+    their logs under the store's ``logs/batch/`` (``log_directory``) and, where the batch system
+    can, appended to across requeues. Other kinds come back as they are."""
+    if settings.kind not in CLASSES:
+        return settings
+    given = settings.jobqueue_options
+    extra: dict[str, Any] = {}
+    if "job_name" not in given:
+        extra["job_name"] = f"sweep-{name}"
+    if "log_directory" not in given:
+        extra["log_directory"] = str(Path(output).resolve() / "logs" / "batch")
+    if settings.kind in APPEND_LOGS:
+        directives = list(given.get("job_extra_directives") or [])
+        if APPEND_LOGS[settings.kind] not in directives:
+            extra["job_extra_directives"] = [*directives, APPEND_LOGS[settings.kind]]
+    return settings.model_validate({**settings.model_dump(exclude_unset=True), **given, **extra})
+
+
 def cluster_class(kind: str) -> type:
     import dask_jobqueue
 

@@ -83,6 +83,7 @@ def test_security_false_warns():
 def test_dry_run_prints_plan_and_script_and_submits_nothing(tmp_path, capsys):
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
+        "name: demo\n"
         f"job: {Path(__file__).parent / 'jobs.py'}:noop\n"
         "params: {grid: {x: [1, 2, 3]}}\n"
         "resources: {threads: 2}\n"
@@ -94,6 +95,9 @@ def test_dry_run_prints_plan_and_script_and_submits_nothing(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "slurm: 3 batch jobs, each 1 worker with 4 threads" in out and "2 points of 2 cores" in out
     assert "#SBATCH --cpus-per-task=4" in out
+    # named for the sweep, logging into the store, appending on requeue
+    assert "#SBATCH -J sweep-demo" in out and "#SBATCH --open-mode=append" in out
+    assert f"#SBATCH -o {tmp_path / 'out.zarr' / 'logs' / 'batch'}/sweep-demo-%J.out" in out
     assert not (tmp_path / "out.zarr").exists()
     capsys.readouterr()
     assert main(["submit", str(recipe), "--dry-run", "--set", "resources.threads=8"]) == 2

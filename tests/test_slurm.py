@@ -19,6 +19,8 @@ from sweep import Sweep, open_results
 from tests.helpers import JOBS, ROOT, cli
 
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
+# this test run's batch jobs carry this name: what the tests count and cancel is theirs alone
+JOB_NAME = f"sweep-test-{os.getpid()}"
 CONF = Path(os.environ.get("SWEEP_SLURM_DIR", "/tmp/sweep-slurm")) / "slurm.conf"
 
 pytestmark = [
@@ -40,7 +42,7 @@ def slurm():
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(CONF)
     yield CONF
-    subprocess.run(["scancel", "--user=root"], capture_output=True, check=False)
+    subprocess.run(["scancel", f"--name={JOB_NAME}"], capture_output=True, check=False)
     if not was_running:
         subprocess.run([str(SCRIPT), "stop"], capture_output=True, check=False, timeout=60)
     if old is None:
@@ -69,7 +71,10 @@ def slurm_sweep(tmp_path, params, job="marked", resources=None, **cluster):
 
 
 def squeue() -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True)
+    """The ids of this test run's batch jobs (others' jobs on the same SLURM are not ours)."""
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i", f"--name={JOB_NAME}"], capture_output=True, text=True, check=True
+    )
     return out.stdout.split()
 
 
@@ -151,7 +156,7 @@ def submit(recipe: Path, tmp_path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress", *TWO_JOBS,
          "--set", f"cluster.shared_temp_directory={tmp_path / 'tls'}",
-         "--set", f"cluster.log_directory={tmp_path / 'logs'}", *extra],
+         "--set", f"cluster.job_name={JOB_NAME}", *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 
@@ -168,6 +173,9 @@ def test_cli_sweep_on_two_batch_jobs_survives_closed_worker_connections(slurm, t
     assert (ds["status"] == "done").all(), ds["error"].values
     jobs = set(ds["batch_job"].values.tolist())
     assert len(jobs) == 2 and all(j.isdigit() for j in jobs), jobs
+    # the batch jobs' own logs are under the store, one per job, named for the job
+    logs = {p.name for p in (tmp_path / "out.zarr" / "logs" / "batch").iterdir()}
+    assert {f"{JOB_NAME}-{j}.out" for j in jobs} <= logs, logs
     assert not squeue(), "the batch jobs should end with the sweep"
 
 
