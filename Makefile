@@ -34,14 +34,11 @@ lint: $(TEST_STAMP)
 
 # four stacks: the newest (every test), the lowest versions pyproject.toml allows (the tests
 # not marked slow and one real sweep), a Meep user's (system Meep, numpy<2: the Meep tests)
-# and a Meep MPI user's (Debian's parallel Meep, unpacked: the MPI Meep and MPI point tests)
-test: lint
+# and a Meep MPI user's (Debian's parallel Meep, unpacked: the MPI Meep and MPI point tests).
+# scripts/legs.py runs every leg even after one fails and ends with a table of them all.
+test: $(TEST_STAMP)
 	scripts/system-deps.sh
-	$(MAKE) --no-print-directory test-main test-lowest
-	@if scripts/meep-env.sh --check; then $(MAKE) --no-print-directory test-meep; \
-	else echo "note: no Meep on this system: its leg is skipped"; fi
-	@if scripts/meep-mpi-env.sh --check; then $(MAKE) --no-print-directory test-meep-mpi; \
-	else echo "note: the MPI Meep environment can't be built here: its leg is skipped"; fi
+	$(PYTHON) scripts/legs.py
 
 test-main: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q -ra --durations=15

@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:-.venv-lowest}
 uv=${UV:-.venv/bin/uv}
+# the system's CA store, as pip uses: behind a TLS-inspecting proxy uv's own roots fail
+export UV_NATIVE_TLS=1
 rm -rf "$venv"
 "$uv" venv -q --python "${PYTHON:-python3}" "$venv"
 "$uv" pip compile -q pyproject.toml --extra search --resolution lowest-direct --no-header \

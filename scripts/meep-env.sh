@@ -7,6 +7,8 @@
 # meep.adjoint imports even for its JAX wrapper), and this project installed into it.
 # IPython stays below 9 there: Debian 12's matplotlib (3.6) calls IPython's backend2gui, which
 # IPython 9 removed, so plotting in a notebook kernel of that environment fails without it.
+# matplotlib-inline stays below 0.2 there too: 0.2 calls rcParams._get, which matplotlib 3.6
+# lacks, so the inline backend of a notebook kernel fails ('RcParams' object has no attribute '_get').
 # MEEP_PYTHON picks another Python that has Meep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,5 +22,5 @@ fi
 venv=${1:-.venv-meep}
 rm -rf "$venv"
 "$python" -m venv --system-site-packages "$venv"
-"$venv/bin/python" -m pip install -q "numpy<2" "ipython<9" -e '.[meep,test-core]'
+"$venv/bin/python" -m pip install -q "numpy<2" "ipython<9" "matplotlib-inline<0.2" -e '.[meep,test-core]'
 "$venv/bin/python" -c "import numpy, jax, meep; print('Meep', meep.__version__, 'numpy', numpy.__version__, 'jax', jax.__version__, 'in $venv')" 2>/dev/null

@@ -148,13 +148,9 @@ def rendezvous(x: int, folder: str, n: int = 2, seconds: float = 1.0, wait: floa
 
 
 def drift(x: int, how: str) -> dict:
-    """x == 1 returns one schema; other points drift from it the way ``how`` says, after a
-    second's sleep so that x == 1 is stored first and fixes the schema."""
+    """x == 1 returns one schema; other points drift from it the way ``how`` says."""
     import numpy as np
     import xarray as xr
-
-    if x != 1:
-        time.sleep(1.0)
 
     if how == "complex":
         return {"v": np.ones(2) if x == 1 else np.ones(2) * (1 + 2j)}

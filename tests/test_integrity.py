@@ -16,6 +16,11 @@ from tests.helpers import JOBS, job
 
 
 def drift(client, out, how):
+    """x == 1 runs first, alone, and fixes the store's schema; the grid then grows to x = 2, 3
+    (which of two concurrent points is stored first is not for a test to assume)."""
+    Sweep(job("drift"), {"grid": {"x": [1]}, "fixed": {"how": how}}, output=out).run(
+        client=client, progress=False
+    )
     s = Sweep(job("drift"), {"grid": {"x": [1, 2, 3]}, "fixed": {"how": how}}, output=out)
     return s.run(client=client, progress=False)
 
