@@ -77,12 +77,22 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="log children spawned, recycled and killed, retries and resubmitted jobs; -vv: debug",
     )
+    p.add_argument("--version", action="version", version=f"sweep (capped-sweep) {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     for c in COMMANDS.values():
         q = sub.add_parser(c.name, help=c.help)
         c.arguments(q)
         q.set_defaults(handler=c.run)
     return p
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("capped-sweep")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def _set_arg(q: argparse.ArgumentParser, example: str) -> None:
@@ -698,6 +708,21 @@ def _doctor(args: argparse.Namespace) -> int:
     from sweep import doctor
 
     return doctor.main(as_json=args.json)
+
+
+def _init_args(q: argparse.ArgumentParser) -> None:
+    q.add_argument("folder", nargs="?", default=".", help="where to write them (default: here)")
+
+
+@command("init", "write the quickstart recipe and its job into a folder, to start from", _init_args)
+def _init(args: argparse.Namespace) -> int:
+    from sweep.starter import write_starter
+
+    folder = Path(args.folder)
+    for path in write_starter(folder):
+        print(f"wrote {path}")
+    print(f"run it: sweep submit {folder / 'quickstart.yaml'}")
+    return EXIT_OK
 
 
 def _headline(error: str) -> str:
