@@ -148,3 +148,28 @@ def test_a_store_made_before_points_recorded_their_inputs_opens_and_resumes(clie
     ds = open_results(out)
     assert {"returned", "shapes", "inputs"} <= set(ds.variables)
     assert set(ds["returned"].values) == {",".join(json.loads(ds.attrs["sweep_outputs"]))}
+
+
+def test_a_finished_store_opens_in_plain_xarray_without_a_warning_and_stays_true_on_growth(client, out):
+    """Plain ``xarray.open_zarr`` (consolidated metadata first) reads every variable and point,
+    with no warning about unconsolidated metadata or the driver's side files."""
+    import warnings
+
+    import xarray as xr
+
+    def plain():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return xr.open_zarr(out)
+
+    Sweep(job("square"), {"grid": {"x": [1.0, 2.0]}}, output=out).run(client=client, progress=False)
+    assert (out / ".sweep.lock").exists()  # side files are there, and zarr does not list them
+    ds = plain()
+    assert ds.sizes["x"] == 2 and ds["y"].values.tolist() == [1.0, 4.0]
+    # grown to a new value: the copy is made again from the grown store
+    grown = Sweep(job("square"), {"grid": {"x": [1.0, 2.0, 3.0]}}, output=out)
+    grown.run(client=client, progress=False)
+    ds = plain()
+    assert ds.sizes["x"] == 3 and ds["y"].values.tolist() == [1.0, 4.0, 9.0]
+    assert (ds["status"] == "done").all()
+    assert set(ds.variables) == set(open_results(out).variables)

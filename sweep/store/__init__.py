@@ -3,6 +3,7 @@
 - :mod:`~sweep.store.layout`: every file a store folder holds, named once.
 - :mod:`~sweep.store.zarrstore`: :class:`Store`: create, open (resume, fingerprint and inputs
   checks, growth), point-wise writes with ``status`` last, how the last run ended.
+- :mod:`~sweep.store.consolidated`: consolidated metadata once a run closes the store.
 - :mod:`~sweep.store.lock`: the store's one writer (``flock``, or a held file).
 - :mod:`~sweep.store.writer`: finished points batched into the store.
 - :mod:`~sweep.store.growth`: a store grown to a changed space.

@@ -35,7 +35,7 @@ import numpy as np
 from sweep import _compat, inputs, provenance
 from sweep.errors import SweepError
 from sweep.protocol import FINISHED, NOT_DONE, PointRecord, Saved, StoppedAttempt, stored_fields
-from sweep.store import checkpoints, growth, integrity, layout
+from sweep.store import checkpoints, consolidated, growth, integrity, layout
 from sweep.store.layout import LOGS, METADATA, NOT_DATA
 from sweep.store.lock import StoreLock, locked
 from sweep.store.pointmask import PointMask
@@ -143,6 +143,8 @@ class Store:
             grown: growth.Growth | None = None
             _finish_swap(path)
             _clean_staging(path)
+            if (path / METADATA).exists():
+                consolidated.strip(path)  # it would be stale while this run adds or grows variables
             has_data = any(e.name not in NOT_DATA for e in path.iterdir())
             if has_data and force:
                 _clear(path)  # start over in place, whatever the store held
@@ -190,7 +192,10 @@ class Store:
             )
 
     def close(self) -> None:
+        """Consolidate the store's metadata (:mod:`sweep.store.consolidated`), then release it."""
         if self._lock is not None:
+            if self.intact():
+                consolidated.consolidate(self.path)
             self._lock.release()
             self._lock = None
 
