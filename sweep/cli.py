@@ -745,13 +745,13 @@ def _results(args: argparse.Namespace) -> int:
     from sweep.progress import summary_table
 
     ds = _open(args.output)
-    Console().print(summary_table(ds, None, args.output))
-    print(ds)
-    if args.export:
+    if args.export:  # quiet: the one line of what was written
         from sweep.store.results import export
 
-        export(ds, Path(args.export))
-        print(f"wrote {args.export}")
+        print(export(ds, Path(args.export)))
+        return EXIT_OK
+    Console().print(summary_table(ds, None, args.output))
+    print(ds)
     return EXIT_OK
 
 

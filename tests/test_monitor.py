@@ -33,6 +33,16 @@ def test_reports_stream_to_the_client_before_the_job_ends(client, tmp_path):
     assert (ds["status"] == "done").all()
     history = report_history(ds)
     assert len(history) == 12 and set(history["step"]) == set(range(6))
+    assert str(history["time"].dtype) == "datetime64[ns, UTC]"
+    # a table export flattens each point's reports to its last values
+    import pandas as pd
+
+    from sweep.store.results import export
+
+    export(ds, tmp_path / "r.csv")
+    table = pd.read_csv(tmp_path / "r.csv")
+    assert "reports" not in table and table["last_objective"].tolist() == [6.0, 12.0]
+    assert table["last_step"].tolist() == [5, 5]
     assert list(history[history["x"] == 2.0]["objective"]) == [2.0 * (i + 1) for i in range(6)]
 
 

@@ -1,6 +1,8 @@
 """End to end through the CLI and the API: interruption, resume, lock, failures, callables."""
 
+import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +19,10 @@ from sweep.cli import main
 from tests.helpers import JOBS, ROOT, cli_submit, write_recipe
 
 OUTPUTS = ["y", "vec", "curve"]
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines()
 
 
 def resumable_recipe(tmp_path: Path, seconds: float = 0.0, **extra) -> Path:
@@ -105,11 +111,20 @@ def test_cli_submit_status_results_on_a_finished_sweep(tmp_path, capsys):
     assert main(["submit", str(recipe), "--no-progress", "--set", "cluster.dashboard=127.0.0.1:0"]) == 0
     assert main(["status", str(out)]) == 0
     assert "done     8" in capsys.readouterr().out
-    assert main(["results", str(out), "--export", str(tmp_path / "t.csv")]) == 0
+    assert main(["results", str(out)]) == 0
     summary = capsys.readouterr().out.split("<xarray.Dataset>")[0]
     assert "last run wall s" in summary and "nan" not in summary, summary
-    lines = (tmp_path / "t.csv").read_text().splitlines()
+    assert main(["results", str(out), "--export", str(tmp_path / "t.csv")]) == 0
+    # quiet: one line, naming the array outputs a table can't hold
+    columns = len(next(csv.reader(lines_of(tmp_path / "t.csv")))) - 2  # less the two dims
+    assert capsys.readouterr().out.splitlines() == [
+        f"wrote {tmp_path / 't.csv'}: 8 points, {columns} columns; "
+        "left out curve, vec (outputs with dims of their own: export .nc for them)"
+    ]
+    lines = lines_of(tmp_path / "t.csv")
     assert lines[0].startswith("x,offset,") and len(lines) == 9
+    row = next(csv.DictReader(lines))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+\+00:00", row["started"]), row["started"]
     assert main(["results", str(out), "--export", str(tmp_path / "t.nc")]) == 0
     assert xr.open_dataset(tmp_path / "t.nc")["y"].shape == (4, 2)
     # nothing left to do: a rerun is a no-op that still exits 0

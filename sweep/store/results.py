@@ -24,7 +24,7 @@ def report_history(ds: Any) -> Any:
     """Every ``sweep.report()`` of every point, as a pandas DataFrame.
 
     One row per report: the point's sweep coordinates, ``point_id``, ``attempt``, ``step``,
-    ``time`` and the reported values.
+    ``time`` (``datetime64``, UTC) and the reported values.
     """
     import pandas as pd
 
@@ -43,7 +43,10 @@ def report_history(ds: Any) -> Any:
         where.update({c: values[index] for c, values in per_point.items()})
         where["point_id"] = ids[index]
         rows.extend({**where, **r} for r in json.loads(text))
-    return pd.DataFrame(rows)
+    history = pd.DataFrame(rows)
+    if "time" in history:
+        history["time"] = pd.to_datetime(history["time"], unit="s", utc=True)
+    return history
 
 
 def unpadded(ds: Any, name: str, **where: Any) -> Any:
@@ -114,20 +117,52 @@ def select_points(ds: Any, where: list[str], point: str | None = None) -> np.nda
     return ids
 
 
-def export(ds: Any, target: Path) -> None:
-    """Write ``ds`` to ``target``: a ``.csv`` table of the per-point variables, or the whole
-    dataset as ``.nc``/``.nc4`` netCDF (text variables as fixed strings)."""
+TIME_VARS = ("started", "finished")  # per-point epoch seconds, exported as ISO-8601 UTC
+
+
+def export(ds: Any, target: Path) -> str:
+    """Write ``ds`` to ``target`` and say what was written (one line).
+
+    ``.csv``: one row per point with every per-point variable; ``started``/``finished`` as
+    ISO-8601 UTC times; each reported value's last report as a ``last_<name>`` column in place
+    of the raw ``reports`` JSON (:func:`report_history` has every report); outputs with dims
+    of their own (arrays) are left out, and the line names them. ``.nc``/``.nc4``: the whole
+    dataset as netCDF (text variables as fixed strings)."""
     from sweep.store import RECORD_VARS
 
     if target.suffix == ".csv":
-        sweep_dims = set(ds["status"].dims)
-        per_point = [v for v in ds.data_vars if set(ds[v].dims) == sweep_dims]
-        ds[per_point].to_dataframe().to_csv(target)
-    elif target.suffix in (".nc", ".nc4"):
+        table, left_out = _point_table(ds)
+        table.to_csv(target)
+        line = f"wrote {target}: {len(table)} points, {len(table.columns)} columns"
+        if left_out:
+            line += f"; left out {', '.join(left_out)} (outputs with dims of their own: export .nc for them)"
+        return line
+    if target.suffix in (".nc", ".nc4"):
         out = ds.copy()
         for name in RECORD_VARS:
             if out[name].dtype.kind in "OTU":
                 out[name] = out[name].astype(str)
         out.to_netcdf(target)
-    else:
-        raise UsageError(f"--export {target}: use a .nc or .csv file name")
+        return f"wrote {target}: the whole dataset ({len(out.data_vars)} variables)"
+    raise UsageError(f"--export {target}: use a .nc or .csv file name")
+
+
+def _point_table(ds: Any) -> tuple[Any, list[str]]:
+    """The per-point variables of ``ds`` as a DataFrame (times as ISO-8601, reports as their
+    last values) and the names of the outputs left out for having dims of their own."""
+    import pandas as pd
+
+    sweep_dims = set(ds["status"].dims)
+    per_point = [v for v in ds.data_vars if set(ds[v].dims) == sweep_dims and v != "reports"]
+    left_out = sorted(str(v) for v in ds.data_vars if not set(ds[v].dims) <= sweep_dims)
+    table = ds[per_point].to_dataframe()
+    for name in TIME_VARS:
+        if name in table:
+            table[name] = pd.to_datetime(table[name], unit="s", utc=True).map(
+                lambda t: "" if pd.isna(t) else t.isoformat()
+            )
+    if "reports" in ds:
+        last = [json.loads(str(text))[-1] if str(text or "") else {} for text in ds["reports"].values.ravel()]
+        values = pd.DataFrame(last, index=table.index).drop(columns=["time", "attempt"], errors="ignore")
+        table = table.join(values.add_prefix("last_"))
+    return table, left_out
