@@ -490,10 +490,15 @@ def _ls(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no sweep stores under {root}")
         return EXIT_OK
-    print("store  name  done/failed/total  run  size")
-    for row in rows:
-        print("  ".join(row))
+    for line in aligned([("store", "name", "done/failed/total", "run", "size"), *rows]):
+        print(line)
     return EXIT_OK
+
+
+def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """``rows`` as lines of left-aligned columns two spaces apart (the last one unpadded)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
 def _retry_args(q: argparse.ArgumentParser) -> None:
@@ -569,8 +574,11 @@ def _validate(args: argparse.Namespace) -> int:
         )
         + (f" ranks={r.resources.ranks}" if r.resources.ranks > 1 else "")
         + (f" gpus={r.resources.gpus:g}" if r.resources.gpus else "")
-        + f" memory={r.resources.memory} "
-        f"timeout={r.resources.timeout} stall={r.resources.stall} retries={r.resources.retries}"
+        + (f" memory={r.resources.memory / 2**20:.0f}MiB" if r.resources.memory else "")
+        + "".join(
+            f" {key}={value:g}" for key in ("timeout", "stall") if (value := getattr(r.resources, key))
+        )  # unset ones are not shown
+        + f" retries={r.resources.retries}"
     )
     print(f"  cluster   {r.cluster.kind}")
     print(f"  output    {s.output}")

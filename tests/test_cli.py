@@ -1,5 +1,6 @@
 """The ``sweep`` command as a process: what it does with its streams and signals."""
 
+import re
 import subprocess
 import sys
 
@@ -162,3 +163,25 @@ def test_the_command_shows_warnings_as_one_line_except_library_notices(capsys):
         warnings.warn("crc32c usage is deprecated", DeprecationWarning, stacklevel=1)
         warnings.warn("The codec `vlen-utf8` is currently not part of the spec", UserWarning, stacklevel=1)
     assert capsys.readouterr().err == "sweep: warning: a plan that needs looking at\n"
+
+
+def test_validate_shows_only_the_resources_that_are_set(capsys):
+    recipe = str(ROOT / "recipes" / "quickstart.yaml")
+    assert main(["validate", recipe]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  resources"))
+    assert line == "  resources threads=1 timeout=300 stall=300 retries=1"  # no memory=None
+    assert main(["validate", recipe, "--set", "resources.memory=1GiB"]) == 0
+    assert "memory=1024MiB" in capsys.readouterr().out
+
+
+def test_ls_lines_up_its_columns(client, tmp_path, capsys):
+    for name in ("a", "a-much-longer-name"):
+        out = tmp_path / "results" / f"{name}.zarr"
+        Sweep(f"{JOBS}:noop", {"grid": {"x": [1]}}, output=out, name=name).run(client=client, progress=False)
+    capsys.readouterr()
+    assert main(["ls", str(tmp_path / "results")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3
+    for column in (1, 2):  # name, counts: each starts at the same place on every line
+        starts = {line.index(re.split(r"\s{2,}", line)[column], len(line.split()[0])) for line in lines}
+        assert len(starts) == 1, lines

@@ -2,7 +2,7 @@
 
 Everything here is standard library only at import: the child pins itself to its cores
 before numpy, BLAS or JAX load, and a third-party import above the pinning would size their
-thread pools to the whole machine (``tests/test_child.py`` imports every module of this
+thread pools to the whole machine (``tests/test_capped.py`` imports every module of this
 package with numpy, jax and pydantic blocked). numpy is imported per job, lazily
 (:mod:`sweep.child.outputs`).
 
