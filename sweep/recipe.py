@@ -76,6 +76,7 @@ def _factor(v: Any) -> float | None:
     return factor
 
 
+MAX_DURATION_S = 366 * 86400.0  # longer durations are typos (1e30, 99999h), not plans
 STALL_S = 300.0  # resources.stall: a job whose processes use no CPU this long is stalled
 
 
@@ -85,18 +86,26 @@ def _duration(v: Any) -> float | None:
     if v is None or (isinstance(v, str) and v.strip().lower() == "none"):
         return None
     if isinstance(v, str) and re.fullmatch(r"\d+(:\d{1,2}){1,2}", v.strip()):
-        seconds = 0
-        for part in v.strip().split(":"):
-            seconds = seconds * 60 + int(part)
-        return float(seconds)
+        head, *rest = (int(part) for part in v.strip().split(":"))
+        if any(part >= 60 for part in rest):
+            raise ValueError(f"{v!r} is not a time: minutes and seconds go up to 59; write e.g. 01:30:00")
+        clock = head
+        for part in rest:
+            clock = clock * 60 + part
+        return float(clock)
     if isinstance(v, str):
         v = re.sub(r"(?<=[\d\s])mins?$", "m", v.strip())  # dask knows "m", not "min"
+    seconds: float | None = None
     if not isinstance(v, bool):
         try:
-            return float(parse_timedelta(v))
+            seconds = float(parse_timedelta(v))
         except (ValueError, TypeError, KeyError):
             pass
-    raise ValueError(f"{v!r} is not a duration; write e.g. 90s, 20min, 2h or a number of seconds")
+    if seconds is None or not 0 <= seconds <= MAX_DURATION_S:
+        raise ValueError(
+            f"{v!r} is not a duration (from 0 to a year); write e.g. 90s, 20min, 2h or a number of seconds"
+        )
+    return seconds
 
 
 class _Model(BaseModel):
@@ -132,6 +141,14 @@ class Resources(_Model):
         if not isinstance(data, dict):
             return data
         data = dict(data)
+        for key in ("threads", "ranks", "retries", "extra_threads"):
+            if isinstance(data.get(key), bool):  # YAML's true/false would pass as 1/0
+                raise ValueError(f"{key}: {data[key]!r} is not a whole number; write e.g. {key}: 2")
+        threads = data.get("threads")
+        if isinstance(threads, str) and threads != "auto" and not threads.strip().isdigit():
+            raise ValueError(
+                f"threads: {threads!r} is neither a number of cores nor 'auto'; write e.g. threads: 2"
+            )
         if data.get("threads") == "auto":
             data.pop("threads")
             data.setdefault("threads_auto", list(autothreads.CANDIDATES))
@@ -143,6 +160,11 @@ class Resources(_Model):
                 or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in cands)
             ):
                 raise ValueError(f"threads_auto: {cands!r} is not a list of core counts >= 1, e.g. [1, 2, 4]")
+            if len(set(cands)) < 2:
+                raise ValueError(
+                    f"threads_auto: {cands!r} gives nothing to choose from; list two or more different "
+                    "core counts, e.g. [1, 2, 4], or give threads: N"
+                )
             if "threads" in data and data["threads"] != "auto":
                 raise ValueError("give either threads: N or threads: auto (with threads_auto), not both")
             data["threads"] = min(cands)
@@ -220,6 +242,14 @@ class ClusterSettings(_Model):
     jobs: int = Field(1, ge=0)
     adapt: Adapt | None = None
     security: bool = True
+
+    @field_validator("memory")
+    @classmethod
+    def _a_size(cls, value: str | None) -> str | None:
+        """Kept as written (dask-jobqueue reads it), checked to be a size like resources.memory."""
+        if value is not None:
+            _size(value)
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> ClusterSettings:
@@ -449,16 +479,28 @@ class LoadedRecipe:
 
 
 def _check_walltime(recipe: Recipe, source: str) -> None:
-    """Warn when a point's attempts can outlast the batch job they run in."""
+    """Refuse a walltime that is no time, and points whose ``expected`` attempts can't fit in a
+    batch job (no worker would ever start them: each retires at once, and its replacement has
+    the same walltime); warn when a point's attempts can outlast their batch job."""
     r, walltime = recipe.resources, recipe.cluster.jobqueue_options.get("walltime")
-    if not r.timeout or not walltime:
+    if not walltime:
         return
-    try:
-        limit = _duration(str(walltime))
-    except ValueError:
-        return  # the batch system will say; the recipe passes it through as given
-    worst = r.timeout * (r.retries + 1)
-    if limit is not None and worst > limit:
+    from sweep.walltime import walltime_seconds
+
+    limit = walltime_seconds(recipe.cluster.kind, walltime)
+    if limit is None:
+        return  # not a form this project reads; the batch system will say
+    if limit <= 0:
+        raise RecipeError(f"{source}: cluster.walltime: {walltime!r} is no time; write e.g. 01:00:00")
+    attempts = r.retries + 1
+    if r.expected and r.expected * attempts > limit:
+        raise RecipeError(
+            f"{source}: resources.expected {r.expected:g} s x (retries {r.retries} + 1) = "
+            f"{r.expected * attempts:g} s is longer than cluster.walltime {walltime} ({limit:g} s): no batch "
+            "job could start such a point. Raise cluster.walltime, or lower resources.expected or retries"
+        )
+    worst = (r.timeout or 0) * attempts
+    if worst > limit:
         warnings.warn(
             f"{source}: resources.timeout {r.timeout:g} s x (retries {r.retries} + 1) = {worst:g} s is "
             f"longer than cluster.walltime {walltime} ({limit:g} s): a point's attempts all run in one "
