@@ -33,6 +33,7 @@ from sweep.leases import NodeLocks
 
 RESOURCE = "gpus"
 SLOTS = 12  # lock files per device: shares of 1/2, 1/3, 1/4, 1/6 and 1/12 are whole slots
+SHARE_TOLERANCE = 1e-4  # how near a whole number of slots a written share must come, relatively
 PREALLOCATED = 0.75  # XLA's default XLA_PYTHON_CLIENT_MEM_FRACTION
 FAKE = "SWEEP_FAKE_GPUS"
 SMI_TIMEOUT_S = 10.0
@@ -98,10 +99,11 @@ def slots(gpus: float) -> tuple[int, int]:
             raise ValueError(f"resources.gpus={gpus:g}: more than one device must be a whole number")
         return int(gpus), SLOTS
     each = gpus * SLOTS
-    if gpus <= 0 or not math.isclose(each, round(each), abs_tol=1e-6):
+    # relative: a third written as 0.333333 is 3.999996 slots; 0.33 (3.96) is no whole number
+    if gpus <= 0 or round(each) == 0 or not math.isclose(each, round(each), rel_tol=SHARE_TOLERANCE):
         raise ValueError(
             f"resources.gpus={gpus:g}: a share of a device must be 1/2, 1/3, 1/4, 1/6 or 1/12 of it "
-            "(or a multiple of 1/12)"
+            '(or a multiple of 1/12); write a third as "1/3" or 0.333333'
         )
     return 1, round(each)
 

@@ -188,6 +188,17 @@ class Resources(_Model):
 
     _memory = field_validator("memory", "checkpoint_bytes", "gpu_memory", mode="before")(_size)
 
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _fraction(cls, value: Any) -> Any:
+        """A share written as a fraction, ``"1/3"``, is that number."""
+        if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*/\s*\d+\s*", value):
+            top, bottom = (int(part) for part in value.split("/"))
+            if bottom == 0:
+                raise ValueError(f"{value!r} divides by zero; write a share as e.g. 1/3")
+            return top / bottom
+        return value
+
     @field_validator("gpus")
     @classmethod
     def _whole_slots(cls, value: float) -> float:

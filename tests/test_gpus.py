@@ -30,9 +30,18 @@ def test_the_listing_is_read_from_nvidia_smi_or_the_fake_and_limited_to_visible_
 def test_whole_devices_and_shares_are_whole_numbers_of_slots():
     assert gpus.slots(1) == (1, gpus.SLOTS) and gpus.slots(2) == (2, gpus.SLOTS)
     assert gpus.slots(0.5) == (1, gpus.SLOTS // 2) and gpus.slots(0.25) == (1, gpus.SLOTS // 4)
-    for bad in (0.4, 1.5):
+    for bad in (0.4, 1.5, 0.33, 5e-8, 1e-9):  # 5e-8 once rounded to 0 slots and passed
         with pytest.raises(ValueError, match="resources.gpus"):
             gpus.slots(bad)
+    assert gpus.slots(0.333333) == (1, 4) and gpus.slots(0.16667) == (1, 2)  # written by people
+
+
+def test_a_recipe_share_may_be_a_fraction_and_says_how_to_write_a_third():
+    from sweep.recipe import Resources
+
+    assert Resources(gpus="1/3").gpus == pytest.approx(1 / 3) and Resources(gpus=0.333333).gpus == 0.333333
+    with pytest.raises(ValueError, match='write a third as "1/3"'):
+        Resources(gpus=0.3)
 
 
 def test_leases_of_two_workers_share_a_device_by_halves_and_never_past_it(tmp_path):
