@@ -79,14 +79,17 @@ class JournalDamaged(SweepError):
 
 def check_journal(output: Path) -> None:
     """Raise JournalDamaged naming the line when the journal of the store at ``output`` has a
-    record that doesn't decode before its last line (Optuna would fail reading it; a torn last
-    line, from a driver killed while writing, is ignored as Optuna does)."""
+    record that doesn't decode (Optuna would fail reading it, after the store grew). Only a
+    last line without its newline is a torn write, from a driver killed while writing: it is
+    ignored, as Optuna does; a complete line that doesn't decode is damage wherever it is."""
     path = journal_path(output)
     try:
         lines = path.read_bytes().splitlines(keepends=True)
     except FileNotFoundError:
         return
-    for number, line in enumerate(lines[:-1], start=1):
+    if lines and not lines[-1].endswith(b"\n"):
+        lines = lines[:-1]  # torn
+    for number, line in enumerate(lines, start=1):
         try:
             json.loads(line)
         except ValueError as exc:

@@ -355,3 +355,19 @@ def test_a_changed_direction_is_refused_naming_it(client, out):
         Sweep(f"{JOBS}:descend", search(2, prune=False, direction="maximize"), output=out).run(
             client=client, progress=False
         )
+
+
+def test_a_complete_bad_last_journal_line_is_damage_and_only_a_line_without_newline_is_torn(tmp_path):
+    """Found: ``echo 'garbage{{{not json' >> s.zarr.optuna.journal`` was skipped as a torn write,
+    then Optuna raised JSONDecodeError after the store had grown."""
+    from sweep.search import JournalDamaged, check_journal
+
+    out = tmp_path / "s.zarr"
+    journal = journal_path(out)
+    journal.write_bytes(b'{"op_code": 0}\n{"op_code": 1}\n')
+    check_journal(out)
+    journal.write_bytes(b'{"op_code": 0}\n{"op_code": 1}\ngarbage{{{not json\n')
+    with pytest.raises(JournalDamaged, match=rf"{journal}: line 3 is not a journal record"):
+        check_journal(out)
+    journal.write_bytes(b'{"op_code": 0}\n{"op_code": 1}\n{"op_co')  # a driver killed mid-write
+    check_journal(out)
