@@ -151,3 +151,14 @@ def test_a_cancelled_attempts_output_is_kept(client, tmp_path, capsys):
     assert main(["logs", str(out)]) == 0
     said = capsys.readouterr().out
     assert "==> point" in said and "attempt 1 <==" in said and "x=1 tick 3" in said, said
+
+
+def test_a_retry_keeps_the_earlier_runs_attempt_logs(client, tmp_path):
+    """Found: attempts were numbered from 1 in each run, so `sweep retry` wrote over
+    ``logs/<point>/1.txt``, the failing attempt's traceback the user retries for."""
+    s = Sweep(f"{JOBS}:chatty", {"grid": {"x": [1]}, "fixed": {"fail": 1}}, output=tmp_path / "r.zarr")
+    s.run(client=client, progress=False)
+    s.run(client=client, progress=False, only_failed=True)
+    (folder,) = (tmp_path / "r.zarr" / "logs").iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["1.txt", "2.txt"]
+    assert all("hello from 1" in p.read_text() for p in folder.iterdir())

@@ -391,26 +391,27 @@ class Store:
             self._checkpointed.discard(ident)
 
     def _write_logs(self, records: list[PointRecord]) -> None:
-        """Each attempt's output of the points that printed anything (a point's earlier logs go)."""
-        printed = [r for r in records if any(r.logs)]
-        if not printed:
-            return
-        for r in printed:
-            folder = self.path / LOGS / self.point_id(r.index)
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir(parents=True)
-            for attempt, text in enumerate(r.logs, start=1):
-                (folder / f"{attempt}.txt").write_text(text)
+        """Each attempt's output of the points that printed anything, numbered on from the
+        point's attempts of earlier runs (``sweep retry`` keeps the failing attempt's log)."""
+        for r in records:
+            if any(r.logs):
+                self._append_logs(r.index, list(r.logs))
 
     def keep_logs(self, stopped: list[StoppedAttempt]) -> None:
-        """Keep what attempts killed by a cancel printed (``logs/<point_id>/<attempt>.txt``);
-        their points stay ``pending``."""
+        """Keep what attempts killed by a cancel printed (``logs/<point_id>/<n>.txt``, numbered
+        on from the point's earlier attempts); their points stay ``pending``."""
         if not stopped or not self.intact():
             return
         for a in stopped:
-            folder = self.path / LOGS / self.point_id(a.index)
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{a.attempt}.txt").write_text(a.text)
+            self._append_logs(a.index, [a.text])
+
+    def _append_logs(self, index: tuple[int, ...], texts: list[str]) -> None:
+        """Write ``texts`` as the next attempts' logs of the point at ``index``."""
+        folder = self.path / LOGS / self.point_id(index)
+        folder.mkdir(parents=True, exist_ok=True)
+        before = max((int(p.stem) for p in folder.glob("*.txt") if p.stem.isdigit()), default=0)
+        for attempt, text in enumerate(texts, start=before + 1):
+            (folder / f"{attempt}.txt").write_text(text)
 
     def set_params(self, index: tuple[int, ...], params: Mapping[str, Any]) -> None:
         """Write a search trial's parameters as the coordinates of its slot (chosen as it starts)."""
