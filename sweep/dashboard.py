@@ -23,6 +23,7 @@ over the last RATE_WINDOW_S for the rate, so that its memory stays bounded whate
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict
 from functools import cache
@@ -191,6 +192,19 @@ def _extend_curves(sweep: dict[str, Any], point: dict[str, Any], event: events.P
         sweep["points"].get(oldest, {}).pop("curves", None)
 
 
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float as the string ``"NaN"``, ``"Infinity"`` or
+    ``"-Infinity"``: JSON has no such numbers (a bare ``NaN`` makes the page's parse fail), and
+    the page draws a string as a gap in a curve and shows it as text in a table."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
 @cache
 def _page() -> bytes:
     return files("sweep").joinpath(PAGE).read_bytes()
@@ -207,7 +221,7 @@ class _Data(RequestHandler):
     def get(self) -> None:
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
-        self.write(json.dumps(self.page.snapshot(), default=str))
+        self.write(json.dumps(finite(self.page.snapshot()), default=str, allow_nan=False))
 
 
 class _Page(RequestHandler):

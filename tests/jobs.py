@@ -483,3 +483,14 @@ def core_scaled(x: int = 0, seconds: float = 0.4, power: float = 0.0) -> dict:
     k = len(os.sched_getaffinity(0))
     time.sleep(seconds / k**power)
     return {"k": float(k)}
+
+
+def nonfinite_reports(x: int, steps: int = 40, seconds: float = 0.25) -> dict:
+    """Reports a finite objective, then NaN (x == 0) or +inf (x == 1) every other step."""
+    import sweep
+
+    for i in range(steps):
+        bad = float("nan") if x == 0 else float("inf")
+        sweep.report(step=i, objective=bad if i % 2 else float(i), other=bad)
+        time.sleep(seconds)
+    return {"objective": float(steps)}

@@ -130,3 +130,29 @@ def test_the_sweep_page_of_a_search_draws_best_so_far_and_running_curves(client,
         text = page.inner_text("#sweeps")
         page.screenshot(path=str(ARTIFACTS / "sweep-search-page.png"), full_page=True)
     assert "best loss so far (min)" in text and "40 points" in text and "lr" in text
+
+
+def test_nan_and_inf_reports_keep_the_page_live_and_a_lost_server_is_shown(client, tmp_path):
+    """Found: one NaN report put a bare NaN in /sweep/data.json; the page's parse failed and it
+    froze on its last data, with no sign, for every sweep on the scheduler."""
+    import json
+    import urllib.request
+
+    s = Sweep(
+        f"{JOBS}:nonfinite_reports", {"grid": {"x": [0, 1]}}, name="nonfinite", output=tmp_path / "n.zarr"
+    )
+    with watching(client, s) as (page, base):
+        # the page is added to the dashboard as the run sets up its workers
+        wait_for(lambda: page.goto(f"{base}/sweep").ok, seconds=60, every=0.5)
+        wait_for(lambda: "running" in page.inner_text("#sweeps"), seconds=60)
+        with urllib.request.urlopen(f"{base}/sweep/data.json") as answer:
+            text = answer.read().decode()
+        wait_for(lambda: "Infinity" in page.inner_text("#sweeps") or "NaN" in page.inner_text("#sweeps"), 60)
+        json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in data.json"))
+        first = page.inner_text("#sweeps")
+        wait_for(lambda: page.inner_text("#sweeps") != first, seconds=30)  # still updating
+        assert page.locator("#stale").is_hidden()
+        page.route("**/sweep/data.json", lambda route: route.abort())  # the server is gone
+        page.wait_for_selector("#stale", state="visible", timeout=30_000)
+        assert "stale" in page.inner_text("#stale") and "failed" in page.inner_text("#stale")
+        page.screenshot(path=str(ARTIFACTS / "sweep-page-stale.png"), full_page=True)
