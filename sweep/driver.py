@@ -43,6 +43,7 @@ from sweep.store.lock import holder, locked
 CREDENTIALS_PREFIX = "sweep-driver-"  # then host, pid: a driver's TLS client credentials
 START_TIMEOUT_S = 300.0  # a batch cluster's scheduler can take a while
 CANCEL_TIMEOUT_S = 120.0
+STATE_WAIT_S = 30.0  # how long a cancel waits for a starting run to publish its state
 
 
 @dataclass
@@ -385,8 +386,12 @@ def _progress(c: Counter[str]) -> str:
 
 
 def cancel(output: Path, wait_s: float = CANCEL_TIMEOUT_S) -> DriverState:
-    """Ask the driver running ``output`` to cancel (SIGTERM) and wait until it has ended."""
-    state = running(output)
+    """Ask the driver running ``output`` to cancel (SIGTERM) and wait until it has ended.
+
+    A run in its first seconds holds the store's lock before it has published its state (its
+    store is still opening): the cancel waits for that state, up to ``STATE_WAIT_S``, rather
+    than give up; a holder that never publishes one (a run from Python) is named instead."""
+    state = _published(output)
     if state.host != socket.gethostname():
         raise UsageError(f"{output} is run from {state.host}; run `sweep cancel {output}` there")
     try:
@@ -401,6 +406,18 @@ def cancel(output: Path, wait_s: float = CANCEL_TIMEOUT_S) -> DriverState:
             )
         time.sleep(0.2)
     return state
+
+
+def _published(output: Path) -> DriverState:
+    """:func:`running`, waiting up to ``STATE_WAIT_S`` while the holder is still starting."""
+    deadline = time.monotonic() + STATE_WAIT_S
+    while True:
+        try:
+            return running(output)
+        except Starting:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def stores(root: Path, depth: int = 4) -> Iterator[Path]:
