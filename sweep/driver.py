@@ -24,6 +24,7 @@ import atexit
 import errno
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import SweepError, UsageError
-from sweep.store.layout import LOG_NAME, METADATA, STATE_NAME, is_store, read_attrs
+from sweep.store.layout import LOG_NAME, METADATA, NOT_DATA, STATE_NAME, is_store, read_attrs
 from sweep.store.lock import holder, locked
 
 CREDENTIALS_PREFIX = "sweep-driver-"  # then host, pid: a driver's TLS client credentials
@@ -300,7 +301,10 @@ def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> Dr
     """Start ``sweep <argv>`` (a submit without --detach) in the background for ``output``;
     return its state once its cluster is up, or None when it ended at once with exit code 0
     (nothing was left to run). SweepError with the end of its log when it ends first
-    otherwise (bad input, no cluster) or does not come up within ``wait_s``."""
+    otherwise (bad input, no cluster, a full disk: with its exit code, and a store folder this
+    call made is removed again when the run left nothing in it but its lock and log), or when it
+    does not come up within ``wait_s``."""
+    made = not output.exists()
     output.mkdir(parents=True, exist_ok=True)
     if locked(output):
         state = DriverState.load(output)
@@ -324,7 +328,12 @@ def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> Dr
         if proc.poll() == 0:
             return None
         if proc.returncode is not None:
-            raise SweepError(f"the sweep ended at once (exit code {proc.returncode}):\n{_tail(log)}")
+            tail = _tail(log)
+            if made and all(p.name in NOT_DATA for p in output.iterdir()):
+                shutil.rmtree(output, ignore_errors=True)  # nothing ran: leave nothing behind
+            error = SweepError(f"the sweep ended at once (exit code {proc.returncode}):\n{tail}")
+            error.exit_code = proc.returncode  # the foreground's own: 2 bad input, 3 a full disk
+            raise error
         time.sleep(0.2)
     raise SweepError(f"the sweep did not start within {wait_s:.0f} s (pid {proc.pid}); see {log}")
 

@@ -240,6 +240,20 @@ def test_a_store_that_cannot_be_created_leaves_nothing_behind(tmp_path, mounted)
     assert not [p.name for p in disk.iterdir() if p.name.startswith(".out.zarr.creating")]
 
 
+@pytest.mark.slow
+@root_only("mounting a tmpfs")
+def test_a_detached_run_on_a_full_disk_says_why_exits_3_and_leaves_nothing(tmp_path, mounted):
+    """Found: --detach said "ended at once (exit code 1)", exited 2, and left a folder of only
+    the lock and the log, which `status` then called "not a sweep result store"."""
+    disk = tmp_path / "tiny"
+    disk.mkdir()
+    mounted("-t", "tmpfs", "-o", "size=12k", "tmpfs", str(disk))
+    run = cli_submit(big_recipe(tmp_path, disk / "out.zarr"), "--detach")
+    assert run.returncode == 3, run.stderr
+    assert "cannot create" in run.stderr and "No space left on device" in run.stderr, run.stderr
+    assert list(disk.iterdir()) == []
+
+
 @root_only("a read-only bind mount")
 def test_an_unwritable_compile_cache_warns_once_and_the_sweep_runs(client, tmp_path, mounted):
     """Found: with a read-only cache every point failed with `task failed: (<class 'OSError'>...`."""
