@@ -127,3 +127,8 @@ def sleeper(i: int = 0, seconds: float = 3.0) -> dict:
     """Sleeps: a job that holds a slot and no CPU (benchmarks/ramp.py)."""
     time.sleep(seconds)
     return {"slept": seconds}
+
+
+def many_outputs(x: int, n: int = 100) -> dict:
+    """``n`` scalar outputs (one per frequency or mode, say)."""
+    return {f"out_{i:04d}": float(x * i) for i in range(n)}

@@ -37,6 +37,7 @@ from adaptive import bench_search  # noqa: E402  (benchmarks/adaptive.py)
 from affinity import bench_affinity  # noqa: E402  (benchmarks/affinity.py)
 from distributed import Client, LocalCluster  # noqa: E402
 from first_result import bench_first_result  # noqa: E402  (benchmarks/first_result.py)
+from outputs import bench_outputs  # noqa: E402  (benchmarks/outputs.py)
 from ramp import bench_ramp  # noqa: E402  (benchmarks/ramp.py)
 
 from sweep import Sweep  # noqa: E402
@@ -600,12 +601,19 @@ def table(results: dict) -> str:
             f"{a['tpe_asha_pruned']:.0f} pruned, peak threads {a['tpe_asha_peak_threads']:.0f}{ray} "
             "| <= 40%; no slower than Ray, fewer threads |"
         )
+    out = results.get("outputs")
+    if out:
+        parts = "; ".join(
+            f"{n}: {x['store_s']:.2f} s (plain xarray {x['plain_xarray_s']:.2f} s, {x['ratio']:.1f}x)"
+            for n, x in out.items()
+        )
+        lines.append(f"| scalar outputs of a 2-point sweep: store seconds | {parts} | 3000 in seconds |")
     return "\n".join(lines)
 
 
 ALL = [
     "threads", "first_result", "compile_heavy", "efficiency", "invrs", "affinity", "auto_threads", "overhead",
-    "scale", "million", "ramp", "search",
+    "scale", "million", "ramp", "search", "outputs",
 ]  # fmt: skip
 
 
@@ -652,6 +660,9 @@ def main() -> int:
         results["ramp"] = bench_ramp(1 if quick else args.repeat)
     if "search" in wanted:
         results["search"] = bench_search(args.repeat, 12 if quick else 40)
+    if "outputs" in wanted:
+        with cluster() as c, Client(c) as client:
+            results["outputs"] = bench_outputs(1 if quick else args.repeat, client)
     if args.only and args.json.exists():  # the other benchmarks' last figures stay on record
         results = {**json.loads(args.json.read_text()), **results}
     print(table(results))

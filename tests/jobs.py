@@ -494,3 +494,8 @@ def nonfinite_reports(x: int, steps: int = 40, seconds: float = 0.25) -> dict:
         sweep.report(step=i, objective=bad if i % 2 else float(i), other=bad)
         time.sleep(seconds)
     return {"objective": float(steps)}
+
+
+def many_outputs(x: int, n: int = 100) -> dict:
+    """``n`` scalar outputs (one per frequency or mode, say)."""
+    return {f"out_{i:04d}": float(x * i) for i in range(n)}

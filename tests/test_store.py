@@ -173,3 +173,26 @@ def test_a_finished_store_opens_in_plain_xarray_without_a_warning_and_stays_true
     assert ds.sizes["x"] == 3 and ds["y"].values.tolist() == [1.0, 4.0, 9.0]
     assert (ds["status"] == "done").all()
     assert set(ds.variables) == set(open_results(out).variables)
+
+
+def test_a_points_many_new_outputs_are_created_in_one_xarray_write(client, out, monkeypatch):
+    """Found: each new output was its own to_zarr, which lists every member of the group: 3000
+    scalar outputs took ~36 minutes for 2 points. One xarray write per dtype now, the rest copies."""
+    import xarray as xr
+
+    calls = []
+    original = xr.Dataset.to_zarr
+
+    def counted(self, *args, **kwargs):
+        calls.append(sorted(self.data_vars))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(xr.Dataset, "to_zarr", counted)
+    s = Sweep(job("many_outputs"), {"grid": {"x": [1, 2]}, "fixed": {"n": 200}}, output=out)
+    ds = s.run(client=client, progress=False)
+    adding = [c for c in calls if any(name.startswith("out_") for name in c)]
+    assert len(adding) == 1, [len(c) for c in adding]
+    assert (ds["status"] == "done").all() and ds["out_0199"].values.tolist() == [199.0, 398.0]
+    monkeypatch.undo()
+    plain = xr.open_zarr(out)  # consolidated: the copied variables read as xarray's own
+    assert plain["out_0007"].dims == ("x",) and plain["out_0007"].values.tolist() == [7.0, 14.0]

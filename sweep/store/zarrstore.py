@@ -443,32 +443,37 @@ class Store:
         """The record, or a failed one with the reason when its outputs don't fit the store."""
         new, grown = [], {}
         n = len(self.dims)
+        # each output dim with the outputs that use it: once per record, not once per output
+        users: dict[str, set[str]] = {}
+        for other, other_dims in self.outputs.items():
+            for d in other_dims[n:]:
+                users.setdefault(d, set()).add(other)
         try:
             for name, out in record.outputs.items():
-                integrity.check_coords(name, out, self._stored_coords(out.dims))
+                integrity.check_coords(name, out, self._stored_coords(out.dims, users))
                 dims = self.outputs.get(name)
                 if dims is None:
                     self._check_new_output(name, out)
                     new.append(name)
                     continue
                 array = self._array(name)
-                shared = frozenset(d for other, ds in self.outputs.items() if other != name for d in ds[n:])
+                shared = frozenset(d for d, names in users.items() if names - {name})
                 shape = integrity.check_fits(name, out, tuple(dims[n:]), array.shape[n:], array.dtype, shared)
                 if shape != tuple(array.shape[n:]):
                     grown[name] = shape
         except (ValueError, TypeError) as exc:
             return replace(record, status="failed", outputs={}, error=str(exc))
-        for name in new:  # only once every output fits: a failed point fixes no schema
-            self._add_output(name, record.outputs[name])
+        # only once every output fits: a failed point fixes no schema
+        self._add_outputs({name: record.outputs[name] for name in new})
         for name, shape in grown.items():  # the new part reads NaN for every point stored before
             log.info("%s: output %r grows to shape %s", self.path, name, shape)
             self._array(name).resize(tuple(self.shape) + shape)
         return record
 
-    def _stored_coords(self, dims: tuple[str, ...]) -> dict[str, np.ndarray | None]:
-        """The store's coordinate values of each of ``dims`` some output already uses."""
-        used = {d for out_dims in self.outputs.values() for d in out_dims[len(self.dims) :]}
-        for d in set(dims) & used:
+    def _stored_coords(self, dims: tuple[str, ...], used: Mapping[str, Any]) -> dict[str, np.ndarray | None]:
+        """The store's coordinate values of each of ``dims`` some output already uses (``used``:
+        the output dims in use, as keys)."""
+        for d in set(dims) & set(used):
             if d not in self._coords:
                 self._coords[d] = np.asarray(self.group[d][...]) if d in self.group else None
         return {d: self._coords[d] for d in dims if d in used}
@@ -481,13 +486,20 @@ class Store:
         if clash:
             raise ValueError(f"output {name!r} uses dims {sorted(clash)} that are sweep axes; rename them")
 
-    def _add_output(self, name: str, out: Any) -> None:
-        values = np.asarray(out.values)
-        dtype = values.dtype if values.dtype.kind in "fc" else np.dtype("float64")
-        coords = {d: np.asarray(c) for d, c in out.coords.items() if d not in self.group}
-        _create_output(self.path, name, tuple(out.dims), values.shape, dtype, coords)
-        self._coords.update(coords)
-        self.outputs[name] = list(self.dims + tuple(out.dims))
+    def _add_outputs(self, new: dict[str, Any]) -> None:
+        """Create the variables of outputs ``new`` (name: DataArray) in one write."""
+        if not new:
+            return
+        specs = []
+        for name, out in new.items():
+            values = np.asarray(out.values)
+            dtype = values.dtype if values.dtype.kind in "fc" else np.dtype("float64")
+            coords = {d: np.asarray(c) for d, c in out.coords.items() if d not in self.group}
+            specs.append(NewOutput(name, tuple(out.dims), values.shape, dtype, coords))
+        _create_outputs(self.path, specs)
+        for spec in specs:
+            self._coords.update(spec.coords)
+            self.outputs[spec.name] = list(self.dims + spec.dims)
         self.set_attrs(sweep_outputs=self.outputs)
 
 
@@ -689,10 +701,19 @@ def _grow(path: Path, loaded: Any, fingerprint: str, g: growth.Growth) -> None:
     try:
         _build(staging, loaded, fingerprint)
         n = len(loaded.space.dims)
-        for name, dims in outputs.items():
-            array = old[name]
-            coords = {d: np.asarray(old[d][...]) for d in dims[n:] if d in old}
-            _create_output(staging, name, tuple(dims[n:]), array.shape[n:], array.dtype, coords)
+        _create_outputs(
+            staging,
+            [
+                NewOutput(
+                    name,
+                    tuple(dims[n:]),
+                    old[name].shape[n:],
+                    old[name].dtype,
+                    {d: np.asarray(old[d][...]) for d in dims[n:] if d in old},
+                )
+                for name, dims in outputs.items()
+            ],
+        )
         new = _open_group(staging, "r+")
         # a search's parameters are written as its trials start: kept trials keep theirs
         chosen = list(loaded.space.names) if loaded.space.kind == "search" else []
@@ -780,24 +801,73 @@ def _create(path: Path, loaded: Any, fingerprint: str) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _create_output(
-    path: Path, name: str, dims: tuple[str, ...], shape: tuple[int, ...], dtype: Any, coords: dict[str, Any]
+@dataclass(frozen=True)
+class NewOutput:
+    """An output variable to add: per point ``dims`` of ``shape`` and ``dtype``, with the
+    coordinates of those dims the store does not hold yet."""
+
+    name: str
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: Any
+    coords: dict[str, Any]
+
+
+def _create_outputs(path: Path, outputs: list[NewOutput]) -> None:
+    """Add ``outputs`` to the store at ``path``, all NaN, each chunked to about
+    OUTPUT_CHUNK_BYTES, fast: per dtype, the first through xarray (with every new coordinate),
+    the rest as copies of its zarr metadata under their own names, shapes and dims. One xarray
+    write per output listed every member of the group each time: a job returning 3000 scalars
+    took half an hour to store its first point."""
+    import zarr
+
+    if not outputs:
+        return
+    group = _open_group(path, "r+")
+    sweep_dims = tuple(json.loads(group.attrs["sweep_dims"]))
+    sweep_shape = tuple(group["status"].shape)
+    coords = {d: c for out in outputs for d, c in out.coords.items() if d not in group}
+    by_dtype: dict[str, list[NewOutput]] = {}
+    for out in outputs:
+        by_dtype.setdefault(np.dtype(out.dtype).str, []).append(out)
+    for same in by_dtype.values():
+        first, *rest = same
+        _create_with_xarray(path, first, sweep_dims, sweep_shape, coords)
+        coords = {}
+        template = zarr.open_array(str(path / first.name), mode="r")
+        for out in rest:
+            group.create_array(
+                out.name,
+                shape=sweep_shape + tuple(out.shape),
+                dtype=template.dtype,
+                chunks=_output_chunks(sweep_shape, out),
+                fill_value=template.fill_value,
+                compressors=template.compressors,
+                serializer=template.serializer,
+                filters=template.filters,
+                attributes=dict(template.attrs),
+                dimension_names=sweep_dims + out.dims,
+            )
+
+
+def _output_chunks(sweep_shape: tuple[int, ...], out: NewOutput) -> tuple[int, ...]:
+    """Chunks of an output: whole per point, as many points as fit in about OUTPUT_CHUNK_BYTES."""
+    per_point = max(1, math.prod(out.shape) * np.dtype(out.dtype).itemsize)
+    return _chunks(sweep_shape, min(POINTS_PER_CHUNK, OUTPUT_CHUNK_BYTES // per_point)) + tuple(out.shape)
+
+
+def _create_with_xarray(
+    path: Path, out: NewOutput, sweep_dims: tuple[str, ...], sweep_shape: tuple[int, ...], coords: dict
 ) -> None:
-    """Add output variable ``name`` (per point: ``dims`` of ``shape``, ``dtype``) to the store at
-    ``path``, all NaN, chunked to about OUTPUT_CHUNK_BYTES, with the coordinates not yet stored."""
+    """Add output ``out`` and the coordinates ``coords`` through xarray (its encoding is the
+    template the other outputs of its dtype copy)."""
     import dask.array as da
     import xarray as xr
 
-    group = _open_group(path, "r")
-    sweep_dims = tuple(json.loads(group.attrs["sweep_dims"]))
-    sweep_shape = group["status"].shape
-    per_point = max(1, math.prod(shape) * np.dtype(dtype).itemsize)
-    chunks = _chunks(sweep_shape, min(POINTS_PER_CHUNK, OUTPUT_CHUNK_BYTES // per_point)) + tuple(shape)
-    data = da.full(sweep_shape + tuple(shape), np.nan, dtype=dtype, chunks=chunks)
-    ds = xr.Dataset(
-        {name: (sweep_dims + dims, data)}, coords={d: c for d, c in coords.items() if d not in group}
-    )
-    ds.attrs.update(group.attrs)  # appending writes the dataset's attributes over the group's
+    chunks = _output_chunks(sweep_shape, out)
+    data = da.full(sweep_shape + tuple(out.shape), np.nan, dtype=out.dtype, chunks=chunks)
+    ds = xr.Dataset({out.name: (sweep_dims + out.dims, data)}, coords=coords)
+    ds.attrs.update(_open_group(path, "r").attrs)  # appending writes these over the group's
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ds.to_zarr(
@@ -805,7 +875,7 @@ def _create_output(
             mode="a",
             compute=False,
             consolidated=False,
-            encoding={name: {"fill_value": np.nan, "chunks": chunks}},
+            encoding={out.name: {"fill_value": np.nan, "chunks": chunks}},
         )
 
 
