@@ -37,6 +37,7 @@ from sweep.checkpoints import RunCheckpoints
 from sweep.cluster import SubmissionError, check_fits, connect, local_cores
 from sweep.dashboard import CURVED_POINTS, SweepPage
 from sweep.errors import SweepWarning
+from sweep.job import may_use_jax
 from sweep.pool import CorePool, on_pool
 from sweep.progress import SweepProgress, notebook_display, show_summary, summary_table
 from sweep.protocol import PointRecord, StoppedAttempt
@@ -183,7 +184,9 @@ class Execution:
         there, so the children start while the store opens and the sweep is set up."""
         level = logging.getLogger("sweep").getEffectiveLevel()
         warm = (self.recipe.resources.cores, self._child_config, self.recipe.child.max_jobs)
-        prewarm = self.recipe.child.prewarm and not self.recipe.resources.gpus  # a GPU child: at its lease
+        # a GPU child starts at its lease; a job that doesn't use JAX is not charged with its memory
+        prewarm = self.recipe.child.prewarm and not self.recipe.resources.gpus
+        prewarm = prewarm and may_use_jax(self.loaded.job)
         client.register_plugin(CorePool(log_level=level, warm=warm if prewarm else None), name=CorePool.name)
         if prewarm:  # a pool registered before (its children are warm, or warm now)
             client.run(on_pool, "prewarm", *warm)

@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -217,3 +218,46 @@ def callable_ref(fn: Callable) -> JobRef:
     import cloudpickle
 
     return JobRef("pickle", "<callable>", qualname or repr(fn), cloudpickle.dumps(fn))
+
+
+def may_use_jax(ref: JobRef) -> bool:
+    """Whether the job may import JAX, from its source file's imports (any line of it): True
+    when one names ``jax`` or a package whose installed distribution requires jax, or can't
+    be told (a job sent by value, a module with no source, a local module it imports); False
+    only when every import is of the standard library or of packages that don't need jax.
+    Decides whether its children are prewarmed with JAX (``child.prewarm``)."""
+    path = ref.target if ref.kind == "file" else None
+    if ref.kind == "module":
+        found = importlib.util.find_spec(ref.target.partition(".")[0])
+        path = found.origin if found and found.origin and found.origin.endswith(".py") else None
+    if path is None:
+        return True
+    try:
+        tree = _parse(Path(path))
+    except (JobError, OSError, SyntaxError):
+        return True
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.partition(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.partition(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            return True  # a relative import: a module of the user's own, unread
+    return any(_needs_jax(name) for name in names - set(sys.stdlib_module_names))
+
+
+def _needs_jax(top: str) -> bool:
+    """Whether importing the top-level package ``top`` may import jax (True when unknown)."""
+    import importlib.metadata as metadata
+
+    if top in ("jax", "jaxlib"):
+        return True
+    dists = metadata.packages_distributions().get(top)
+    if not dists:
+        return True  # not an installed distribution: a module of the user's own
+    for dist in dists:
+        requires = metadata.requires(dist) or []
+        if any(re.match(r"jax\b", r) and "extra ==" not in r for r in requires):
+            return True
+    return False

@@ -106,3 +106,29 @@ def test_a_point_asking_more_than_any_worker_of_a_given_client_offers_is_refused
     s = Sweep(f"{JOBS}:noop", {"grid": {"x": [0]}}, output=tmp_path / "o.zarr", resources={"memory": "64TiB"})
     with pytest.raises(ClusterError, match=r"resources.memory=64.00 TiB but the largest worker of .* offers"):
         s.run(client=client, progress=False)
+
+
+LIGHT_JOB = """\
+import numpy as np
+
+
+def light(x):
+    block = np.ones((4 << 20) // 8)  # 4 MiB
+    return {"v": float(block.sum() * x)}
+"""
+
+
+def test_a_job_without_jax_is_not_charged_with_a_prewarmed_jax(client, tmp_path):
+    """Found: a warm child had imported JAX (~125 MiB) before a job that never uses it, which
+    then read ``oom`` against a limit its own memory was far under."""
+    from sweep.job import may_use_jax, parse_job
+
+    path = tmp_path / "light.py"
+    path.write_text(LIGHT_JOB)
+    assert not may_use_jax(parse_job(f"{path}:light"))
+    assert may_use_jax(parse_job(f"{JOBS}:jax_grad"))
+    grid = {"grid": {"x": [1, 2, 3, 4]}}
+    s = Sweep(f"{path}:light", grid, resources={"memory": "100MiB"}, output=tmp_path / "l.zarr")
+    ds = s.run(client=client, progress=False)
+    assert (ds["status"] == "done").all(), ds["error"].values
+    assert int(ds["peak_rss"].max()) < 100 * 2**20
