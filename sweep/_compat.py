@@ -122,3 +122,30 @@ async def forget_batch_jobs(cluster: Any, names: list[Any]) -> None:
     ``scale`` submits them again; run on the cluster's event loop."""
     for name in names:
         cluster.workers.pop(name, None)
+
+
+def worker_resources(worker: Any) -> tuple[dict[str, float], dict[str, float]]:
+    """The worker's (total, available) Dask resources, the live dicts its state machine uses.
+
+    Relies on: distributed's ``Worker.state`` (a ``WorkerState``) and its ``total_resources``
+    and ``available_resources``: a task starts only when every resource it asks is available,
+    which takes the ask off ``available_resources`` until the task ends. Change them only on
+    the worker's event loop (:func:`on_worker_loop`).
+    """
+    return worker.state.total_resources, worker.state.available_resources
+
+
+def on_worker_loop(worker: Any, fn: Any) -> None:
+    """Run ``fn()`` on ``worker``'s event loop and wait for it (from a task's thread).
+
+    Relies on: ``Worker.loop`` (a tornado ``IOLoop``) and its ``add_callback``."""
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            fn()
+        finally:
+            done.set()
+
+    worker.loop.add_callback(call)
+    done.wait()

@@ -146,6 +146,9 @@ class ChildConfig:
     env: tuple[tuple[str, str], ...] = ()
     ranks: int = 1  # MPI ranks per point (sweep.mpi): each on its own len(cores) / ranks cores
     mpirun: str = ""  # the MPI launcher's command; "" finds mpirun on PATH
+    # whether its jobs may use JAX (sweep.job.may_use_jax): a child for jobs that don't is never
+    # prewarmed with it and, its config differing, never serves a JAX job that would load it
+    jax: bool = True
 
     def environ(self, cores: Sequence[int], base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The child's full environment for a lease of ``cores``.

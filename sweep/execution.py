@@ -118,7 +118,8 @@ class Execution:
             check_fits(client, k, self.recipe.resources.memory)
         self._check_thread_headroom(client)
         self._check_environment()
-        self._child_config = plan.child_config(self.recipe)  # checks the compile cache (warns once)
+        # checks the compile cache (warns once); children of a job that can't use JAX never load it
+        self._child_config = plan.child_config(self.recipe, jax=may_use_jax(self.loaded.job))
         if self.loaded.search is not None and not self.options.force and is_store(self.output):
             search.check_journal(self.output)  # before the store grows or a cluster starts
         return self._run_with_store(client)
@@ -184,9 +185,7 @@ class Execution:
         there, so the children start while the store opens and the sweep is set up."""
         level = logging.getLogger("sweep").getEffectiveLevel()
         warm = (self.recipe.resources.cores, self._child_config, self.recipe.child.max_jobs)
-        # a GPU child starts at its lease; a job that doesn't use JAX is not charged with its memory
-        prewarm = self.recipe.child.prewarm and not self.recipe.resources.gpus
-        prewarm = prewarm and may_use_jax(self.loaded.job)
+        prewarm = self.recipe.child.prewarm and not self.recipe.resources.gpus  # a GPU child: at its lease
         client.register_plugin(CorePool(log_level=level, warm=warm if prewarm else None), name=CorePool.name)
         if prewarm:  # a pool registered before (its children are warm, or warm now)
             client.run(on_pool, "prewarm", *warm)

@@ -21,8 +21,9 @@ from sweep.recipe import LoadedRecipe, Recipe
 from sweep.task import PointTask
 
 
-def child_config(recipe: Recipe) -> ChildConfig:
-    """How the recipe's children are started (``child.*`` keys).
+def child_config(recipe: Recipe, jax: bool = True) -> ChildConfig:
+    """How the recipe's children are started (``child.*`` keys); ``jax``: whether its job may
+    use JAX (:func:`sweep.job.may_use_jax`).
 
     A compile cache this process can't write is dropped with a warning (the children run
     without it) rather than failing every point.
@@ -46,6 +47,7 @@ def child_config(recipe: Recipe) -> ChildConfig:
         env=tuple(sorted(c.env.items())),
         ranks=recipe.resources.ranks,
         mpirun=c.mpirun,
+        jax=jax,
     )
 
 

@@ -30,7 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -38,7 +38,7 @@ from typing import Any
 import psutil
 from distributed import Reschedule, WorkerPlugin, get_client, get_worker
 
-from sweep import _compat, events, gpus, leases, walltime
+from sweep import _compat, events, gpus, leases, memorylease, walltime
 from sweep.capped import Child, ChildConfig, ChildDied
 from sweep.checkpoints import PointCheckpoints, metadata_key
 from sweep.gpus import GpuHeld
@@ -220,9 +220,10 @@ class CorePool(WorkerPlugin):
 
     def prewarm(self, k: int, config: ChildConfig, max_jobs: int = 500) -> int:
         """Start a child on each set of ``k`` of this worker's free cores, up to ``cores // k``
-        warm children of ``config``, and have it import jax (:func:`sweep.probe.warm`) in the
-        background; how many were started. Their cores are held while they warm, so a job
-        that arrives meanwhile waits for the warm child instead of starting another. Idle
+        warm children of ``config``, and have it import jax (:func:`sweep.probe.warm`; not for a
+        config whose jobs don't use it) in the background; how many were started. Their cores
+        are held while they warm, so a job that arrives meanwhile waits for the warm child
+        instead of starting another. Idle
         children of another config are closed for them (as a lease of this config would);
         cores running jobs are left alone. An MPI point's world is not prewarmed (it serves
         one attempt: :mod:`sweep.mpi`), so its cores stay free while no point runs."""
@@ -253,7 +254,7 @@ class CorePool(WorkerPlugin):
         try:
             child = self._spawner.submit(Child, held.cores, config).result()
             self.spawned += 1
-            record = child.run(WARM_JOB, {})
+            record = child.run(WARM_JOB, {}) if config.jax else PointRecord((), status="done")
             if record.status != "done":
                 log.info("warming child pid %d failed: %s", child.pid, record.error[-200:])
         except Exception as exc:  # a child that can't start: the first job will say why
@@ -428,15 +429,16 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
             if announce
             else None
         )
-        record = _attempt(
-            pool,
-            tried,
-            attempt,
-            lambda r, a=attempt: say(events.to_msg(events.PointReported.of(task.index, r, a))),
-            started,
-            checkpoints,
-            sampled,
-        )
+        with _memory_held(task, tried):
+            record = _attempt(
+                pool,
+                tried,
+                attempt,
+                lambda r, a=attempt: say(events.to_msg(events.PointReported.of(task.index, r, a))),
+                started,
+                checkpoints,
+                sampled,
+            )
         reports.extend(record.reports)
         logs.extend(record.logs)
         if record.status in FINISHED:
@@ -459,12 +461,18 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
 
 def _more_memory(task: PointTask, record: PointRecord) -> PointTask:
     """The task for the attempt after ``record``'s: after an ``oom`` with ``retry_memory`` set,
-    its memory limit times that factor, up to what this worker has (its Dask memory limit, or
-    the node's memory); otherwise as it was."""
+    its memory limit times that factor, up to what this worker has (the ``memory`` it offers,
+    else its Dask memory limit or the node's memory); otherwise as it was."""
     memory = task.limits.memory
     if record.status != "oom" or not task.retry_memory or memory is None:
         return task
-    has = [psutil.virtual_memory().total, getattr(get_worker().memory_manager, "memory_limit", None)]
+    worker = get_worker()
+    offer = memorylease.of_worker(worker).offer()
+    has = (
+        [offer]
+        if offer
+        else [psutil.virtual_memory().total, getattr(worker.memory_manager, "memory_limit", None)]
+    )
     more = min(int(memory * task.retry_memory), *(m for m in has if m))
     if more <= memory:
         log.warning(
@@ -473,6 +481,17 @@ def _more_memory(task: PointTask, record: PointRecord) -> PointTask:
         return task
     log.info("point %s: retrying with %d MiB instead of %d MiB", task.index, more >> 20, memory >> 20)
     return replace(task, limits=replace(task.limits, memory=more))
+
+
+def _memory_held(first: PointTask, tried: PointTask) -> AbstractContextManager[None]:
+    """While an attempt of ``tried`` runs: the memory its limit passes the first attempt's ask
+    by, taken from the worker's offer (:mod:`sweep.memorylease`); nothing for a first attempt,
+    or on a worker that offers no memory."""
+    ask, more = first.limits.memory, tried.limits.memory
+    retry = memorylease.of_worker(get_worker())
+    if ask is None or more is None or more <= ask or retry.offer() is None:
+        return nullcontext()
+    return retry.held(ask, more)
 
 
 def _checkpoints(task: PointTask, say: Any) -> PointCheckpoints:

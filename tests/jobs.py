@@ -499,3 +499,15 @@ def nonfinite_reports(x: int, steps: int = 40, seconds: float = 0.25) -> dict:
 def many_outputs(x: int, n: int = 100) -> dict:
     """``n`` scalar outputs (one per frequency or mode, say)."""
     return {f"out_{i:04d}": float(x * i) for i in range(n)}
+
+
+def allocate_logged(x: int = 0, mb: int = 400, hold: float = 1.0, folder: str = "") -> dict:
+    """As :func:`allocate`, writing ``<x>-<pid>.start`` as it starts and ``.end`` once it held
+    the memory (the time in each), so a test can tell which attempts ran at once."""
+    name = Path(folder, f"{x}-{os.getpid()}")
+    name.with_suffix(".start").write_text(repr(time.time()))
+    block = bytearray(mb << 20)
+    block[::4096] = b"x" * len(block[::4096])
+    time.sleep(hold)
+    name.with_suffix(".end").write_text(repr(time.time()))
+    return {"mb": float(len(block) >> 20)}

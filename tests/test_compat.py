@@ -115,3 +115,35 @@ def test_a_jobqueue_cluster_starts_jobs_with_its_new_spec_class_and_resubmits_fo
         while len(started) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert started[0] == started[1]  # the same spec entry, submitted again
+
+
+STARTED = threading.Event()  # set by a task of an in-process worker
+
+
+def _mark_started() -> bool:
+    STARTED.set()
+    return True
+
+
+def test_a_workers_available_resources_decide_which_task_starts():
+    """What sweep.memorylease relies on: taking memory off ``available_resources`` on the
+    worker's loop keeps a task that asks for it from starting until it is given back."""
+    from distributed import Client
+
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, resources={"memory": 100},
+            dashboard_address="127.0.0.1:0",
+        ) as cluster,
+        Client(cluster) as client,
+    ):  # fmt: skip
+        worker = next(iter(cluster.workers.values()))
+        total, available = _compat.worker_resources(worker)
+        assert total == {"memory": 100} and available == {"memory": 100}
+        _compat.on_worker_loop(worker, lambda: available.__setitem__("memory", 40))
+        STARTED.clear()
+        future = client.submit(_mark_started, resources={"memory": 50}, pure=False)
+        assert not STARTED.wait(1.0)  # 40 left: the task waits
+        _compat.on_worker_loop(worker, lambda: available.__setitem__("memory", 100))
+        client.submit(int, resources={"memory": 1}, pure=False).result(timeout=10)  # it looks again
+        assert future.result(timeout=10) is True

@@ -116,3 +116,27 @@ def test_a_sigkill_from_elsewhere_stays_a_plain_kill(tmp_path):
         child.close()
     assert record.status == "failed" and record.signal == "SIGKILL"
     assert "out-of-memory" not in record.error
+
+
+@pytest.mark.slow
+def test_retries_with_more_memory_never_overcommit_the_worker(tmp_path):
+    """Found: two points oom at 400 MiB on a 1 GiB worker and both retried at once with 800 MiB
+    (RSS 781 + 331 MiB), inside tasks that still held only 400 each; a retry could get more
+    than the worker offers. Retries now take their extra from the worker's offer, capped at it."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    ds = Sweep(
+        f"{JOBS}:allocate_logged",
+        {"grid": {"x": [0, 1]}, "fixed": {"mb": 750, "hold": 1.5, "folder": str(marks)}},
+        resources={"memory": "400MiB", "retries": 1, "retry_memory": "3x"},  # 1200 MiB: over the offer
+        cluster={"memory": "1GiB", "dashboard": "127.0.0.1:0"},
+        output=tmp_path / "r.zarr",
+    ).run(progress=False)
+    assert (ds["status"] == "done").all(), ds["error"].values
+    assert (ds["attempts"] == 2).all()
+    ran = sorted(
+        (float(end.with_suffix(".start").read_text()), float(end.read_text())) for end in marks.glob("*.end")
+    )
+    assert len(ran) == 2
+    (_, first_end), (second_start, _) = ran
+    assert second_start >= first_end, ran  # 1 GiB holds one 750 MiB retry at a time, not two
