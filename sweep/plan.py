@@ -87,6 +87,20 @@ def _unwritable(folder: str) -> str | None:
     return None
 
 
+MPI_TIMEOUT_FACTOR = 3.0  # an MPI point without resources.timeout: this times resources.expected
+
+
+def point_timeout(recipe: Recipe) -> float | None:
+    """A point's wall-time limit: ``resources.timeout``; for an MPI point without one,
+    ``MPI_TIMEOUT_FACTOR`` times ``resources.expected``. Open MPI's ranks busy-poll while they
+    wait in a collective, so a world with one rank hung still uses CPU and the stall watch never
+    fires: without a timeout such a point would hold its cores for ever."""
+    r = recipe.resources
+    if r.timeout is None and r.ranks > 1 and r.expected:
+        return MPI_TIMEOUT_FACTOR * r.expected
+    return r.timeout
+
+
 def budget(recipe: Recipe, k: int | None = None) -> int:
     """Threads each point may hold: ``resources.thread_budget``, else 12 + 5k plus
     ``resources.extra_threads`` (``k``: the point's cores, default ``resources.threads``); an
@@ -110,7 +124,7 @@ def task_maker(
     r, fixed = recipe.resources, recipe.params.fixed
     allowed = budget(recipe)
     limits = Limits(
-        timeout=r.timeout,
+        timeout=point_timeout(recipe),
         memory=r.memory,
         gpu_memory=r.gpu_memory,
         max_threads=allowed if r.on_thread_overflow == "fail" else None,

@@ -483,6 +483,7 @@ class LoadedRecipe:
         self.output = Path(recipe.output or f"results/{recipe.name}.zarr")
         _check_writable(self.output, source)
         _check_walltime(recipe, source)
+        _check_mpi_timeout(recipe, source)
 
     @property
     def name(self) -> str:
@@ -516,6 +517,20 @@ def _check_walltime(recipe: Recipe, source: str) -> None:
             f"{source}: resources.timeout {r.timeout:g} s x (retries {r.retries} + 1) = {worst:g} s is "
             f"longer than cluster.walltime {walltime} ({limit:g} s): a point's attempts all run in one "
             "batch job, which can end first. Lower resources.timeout or retries, or raise cluster.walltime",
+            SweepWarning,
+            stacklevel=4,
+        )
+
+
+def _check_mpi_timeout(recipe: Recipe, source: str) -> None:
+    """Warn when an MPI point has no wall-time limit at all (see :func:`sweep.plan.point_timeout`)."""
+    r = recipe.resources
+    if r.ranks > 1 and r.timeout is None and r.expected is None:
+        warnings.warn(
+            f"{source}: an MPI point (resources.ranks {r.ranks}) has neither resources.timeout nor "
+            "resources.expected: a hung rank is never caught (the other ranks busy-poll, so the stall "
+            "watch sees CPU in use) and would hold its cores for ever. Set resources.expected (the "
+            "timeout is then 3x it) or resources.timeout",
             SweepWarning,
             stacklevel=4,
         )

@@ -425,10 +425,13 @@ def allocate(x: int = 0, mb: int = 400, hold: float = 1.0, folder: str = "") -> 
     return {"mb": float(len(block) >> 20)}
 
 
-def mpi_ranks(x: int = 1, seconds: float = 0.0, die_rank: int = -1, fail_rank: int = -1) -> dict:
+def mpi_ranks(
+    x: int = 1, seconds: float = 0.0, die_rank: int = -1, fail_rank: int = -1, hang_rank: int = -1
+) -> dict:
     """An mpi4py job: every rank adds x * (rank + 1) (rank 0's allreduce is stored), gathers
-    each rank's affinity and thread count; ``die_rank`` SIGKILLs itself mid-job and
-    ``fail_rank`` raises, after ``seconds``."""
+    each rank's affinity and thread count; ``die_rank`` SIGKILLs itself mid-job,
+    ``fail_rank`` raises and ``hang_rank`` sleeps for ever (the others wait in the allreduce),
+    after ``seconds``."""
     import signal
 
     from mpi4py import MPI
@@ -444,6 +447,8 @@ def mpi_ranks(x: int = 1, seconds: float = 0.0, die_rank: int = -1, fail_rank: i
         os.kill(os.getpid(), signal.SIGKILL)
     if rank == fail_rank:
         raise RuntimeError(f"rank {rank} gives up")
+    while rank == hang_rank:
+        time.sleep(1)
     total = comm.allreduce(x * (rank + 1))
     cores = comm.gather(sorted(os.sched_getaffinity(0)), root=0)
     threads = comm.gather(len(os.listdir("/proc/self/task")), root=0)

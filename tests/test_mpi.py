@@ -151,3 +151,48 @@ def test_the_ranks_recipe_key_round_trips():
 
     r = Resources(**recipe["resources"])
     assert (r.ranks, r.threads, r.cores) == (2, 3, 6)
+
+
+def test_an_mpi_point_gets_a_timeout_from_expected_and_a_warning_without_either(tmp_path):
+    """Found: a world with one rank asleep still burns CPU (the others busy-poll in the
+    collective), so the stall watch never fires and, with no timeout, the point held its cores
+    for ever."""
+    import warnings
+
+    from sweep import plan
+    from sweep.errors import SweepWarning
+    from sweep.recipe import Recipe
+
+    def loaded(**resources):
+        path = write_recipe(
+            tmp_path / "m.yaml", job="mpi_ranks", params={"grid": {"x": [1]}}, resources=resources,
+            output=tmp_path / "m.zarr",
+        )  # fmt: skip
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            recipe = Recipe.load(path).recipe
+        return recipe, [str(w.message) for w in seen if issubclass(w.category, SweepWarning)]
+
+    recipe, said = loaded(ranks=2, expected="20s")
+    assert plan.point_timeout(recipe) == 60.0 and not said
+    recipe, said = loaded(ranks=2, expected="20s", timeout="5s")
+    assert plan.point_timeout(recipe) == 5.0
+    recipe, said = loaded(ranks=2)
+    assert plan.point_timeout(recipe) is None and any("a hung rank is never caught" in s for s in said)
+    recipe, said = loaded(expected="20s")  # one process: the stall watch sees a hang
+    assert plan.point_timeout(recipe) is None and not said
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_a_hung_rank_times_out_by_expected_and_leaves_nothing_running(tmp_path):
+    s = Sweep(
+        f"{JOBS}:mpi_ranks",
+        {"grid": {"x": [1]}, "fixed": {"hang_rank": 1}},
+        output=tmp_path / "h.zarr",
+        resources={"ranks": 2, "threads": 1, "expected": "3s"},
+    )
+    ds = s.run(progress=False)
+    error = ds["error"].item()
+    assert ds["status"].item() == "timeout" and "timed out after 9 s" in error, error
+    assert not leftovers()
