@@ -266,7 +266,7 @@ def _submit(args: argparse.Namespace) -> int:
     k, memory = s.recipe.resources.cores, s.recipe.resources.memory
     if args.dry_run:
         plan.preflight(s.loaded)
-        print(f"plan: {cluster.plan_text(settings, k, len(s), memory)}")
+        print(f"plan: {cluster.plan_text(settings, k, len(s), memory, s.recipe.resources.gpus)}")
         print(f"output: {s.output}")
         if settings.kind in cluster.jobqueue.CLASSES:
             existed = s.output.exists()
@@ -585,7 +585,10 @@ def _validate(args: argparse.Namespace) -> int:
     from sweep import cluster, plan
 
     plan.preflight(s.loaded)
-    print(f"  plan      {cluster.plan_text(r.cluster, r.resources.cores, len(space), r.resources.memory)}")
+    plan_line = cluster.plan_text(
+        r.cluster, r.resources.cores, len(space), r.resources.memory, r.resources.gpus
+    )
+    print(f"  plan      {plan_line}")
     if s.loaded.search is not None:
         from sweep.searchspec import describe
 
@@ -734,11 +737,16 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _headline(error: str) -> str:
-    """One line of an error: a traceback's exception line, else its first line."""
+    """One line of an error: a traceback's exception line, else its first line; a line that only
+    introduces what follows (``rank 1 of 2 failed:``) is joined to the headline of the rest."""
     lines = error.strip().splitlines()
     if not lines:
         return ""
-    return lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    if lines[0].startswith("Traceback"):
+        return lines[-1]
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} {_headline(chr(10).join(lines[1:]))}"
+    return lines[0]
 
 
 def _results_args(q: argparse.ArgumentParser) -> None:

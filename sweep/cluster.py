@@ -36,8 +36,10 @@ from sweep import cadence, jobqueue, walltime
 from sweep.errors import SweepError, SweepWarning
 from sweep.gpus import RESOURCE as GPUS
 from sweep.gpus import detect
+from sweep.gpus import points_at_once as gpu_points
 from sweep.localworker import QUIET, LocalWorker, short_logs
-from sweep.memory import RESOURCE, at_once, local_offer, shown, size
+from sweep.memory import RESOURCE, local_offer, shown, size
+from sweep.memory import at_once as memory_at_once
 from sweep.recipe import ClusterSettings
 from sweep.submissions import SubmissionWatch
 
@@ -182,7 +184,13 @@ def _gpu_preflight(settings: ClusterSettings, gpus: float) -> None:
     """A point asking ``gpus`` devices needs a worker that has that many."""
     need = math.ceil(gpus)
     if settings.kind == "local":
-        have = settings.gpus if settings.gpus is not None else len(detect())
+        found = len(detect())
+        if settings.gpus is not None and settings.gpus > found:
+            raise ClusterError(
+                f"cluster.gpus={settings.gpus} but this machine has {found} GPU(s) (nvidia-smi lists the "
+                f"devices); set cluster.gpus to at most {found}, or leave it out"
+            )
+        have = settings.gpus if settings.gpus is not None else found
         if need > have:
             raise ClusterError(
                 f"resources.gpus={gpus:g} but the local worker has {have} GPU(s) (nvidia-smi lists the "
@@ -283,17 +291,33 @@ def _resubmit_lost_jobs(
             cluster.scale(len(cluster.worker_spec))
 
 
-def plan_text(settings: ClusterSettings, threads: int, points: int, memory: int | None = None) -> str:
+def plan_text(
+    settings: ClusterSettings, threads: int, points: int, memory: int | None = None, gpus: float = 0.0
+) -> str:
     """What a sweep on these settings will ask for, in words (``submit --dry-run``,
-    ``validate``): per worker, how many points of ``threads`` cores asking ``memory`` bytes run
-    at once, and whether cores or memory limit it."""
-    asks = f"{threads} cores" + (f" and {shown(memory)}" if memory else "")
+    ``validate``): per worker, how many points of ``threads`` cores asking ``memory`` bytes and
+    ``gpus`` devices run at once, and whether cores, memory or GPUs limit it."""
+    asks = (
+        f"{threads} cores"
+        + (f" and {shown(memory)}" if memory else "")
+        + (f" and gpus={gpus:g}" if gpus else "")
+    )
+
+    def at_once(cores: int, offer: int | None) -> tuple[int, str]:
+        at, by = memory_at_once(cores, threads, offer, memory)
+        if gpus:
+            devices = settings.gpus if settings.gpus is not None else len(detect())
+            by_gpus = gpu_points(devices, gpus)
+            if by_gpus < at:
+                return by_gpus, "GPUs"
+        return at, by
+
     if settings.kind == "address":
         return f"scheduler {settings.address}; {points} points of {asks}"
     offer = worker_memory(settings)
     if settings.kind == "local":
         n = settings.threads or local_cores()
-        at, by = at_once(n, threads, offer, memory)
+        at, by = at_once(n, offer)
         return (
             f"local cluster: 1 worker, {n} threads and {shown(offer)} (resources threads={n}, "
             f"memory={offer}); {at} points of {asks} at a time, limited by {by}; {points} points"
@@ -303,7 +327,7 @@ def plan_text(settings: ClusterSettings, threads: int, points: int, memory: int 
         if settings.adapt
         else f"{settings.jobs} batch jobs"
     )
-    at, by = at_once(settings.cores or 0, threads, offer, memory)
+    at, by = at_once(settings.cores or 0, offer)
     return (
         f"{settings.kind}: {jobs}, each 1 worker with {settings.cores} threads and {settings.memory} "
         f"(resources threads={settings.cores}, memory={offer}); {at} points of {asks} per worker at "

@@ -221,6 +221,10 @@ def plan_text(devices: Sequence[Device], gpus: float) -> str:
     """How many points asking ``gpus`` the devices run at once, for ``sweep doctor``."""
     if not devices:
         return "no devices"
+    return f"{points_at_once(len(devices), gpus)} points of gpus={gpus:g} at once on {len(devices)} device(s)"
+
+
+def points_at_once(devices: int, gpus: float) -> int:
+    """How many points asking ``gpus`` run at once on ``devices`` devices."""
     count, each = slots(gpus)
-    at_once = len(devices) // count if gpus >= 1 else len(devices) * (SLOTS // each)
-    return f"{at_once} points of gpus={gpus:g} at once on {len(devices)} device(s)"
+    return devices // count if gpus >= 1 else devices * (SLOTS // each)

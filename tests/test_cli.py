@@ -185,3 +185,14 @@ def test_ls_lines_up_its_columns(client, tmp_path, capsys):
     for column in (1, 2):  # name, counts: each starts at the same place on every line
         starts = {line.index(re.split(r"\s{2,}", line)[column], len(line.split()[0])) for line in lines}
         assert len(starts) == 1, lines
+
+
+def test_status_shows_the_exception_behind_an_introducing_line():
+    """Found: an MPI rank's exception was hidden behind "rank 1 of 2 failed:" in `status`."""
+    from sweep.cli import _headline
+
+    rank = "rank 1 of 2 failed:\nTraceback (most recent call last):\n  File x\nRuntimeError: rank 1 gives up"
+    assert _headline(rank) == "rank 1 of 2 failed: RuntimeError: rank 1 gives up"
+    assert _headline("Traceback (most recent call last):\n  File x\nValueError: bad") == "ValueError: bad"
+    timed_out = "timed out after 5 s (resources.timeout)"
+    assert _headline(f"{timed_out}\nmore") == timed_out

@@ -156,3 +156,18 @@ def test_validate_refuses_gpus_without_devices_a_bad_share_and_a_jax_without_cud
         pytest.skip("this JAX has GPU support")
     assert r.returncode == 2 and 'pip install -U "jax[cuda12]"' in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_the_plan_names_gpus_as_the_limit_and_more_gpus_than_the_machine_is_refused(tmp_path, monkeypatch):
+    """Found: a GPU plan line said "limited by cores", and cluster.gpus above the devices passed
+    validate, then Dask's "Compute Failed" blocks flooded the terminal."""
+    monkeypatch.setenv(gpus.FAKE, "1")
+    base = {"job": "gpu_env", "params": {"grid": {"x": [0, 1, 2]}}, "output": tmp_path / "v.zarr"}
+    from sweep.cluster import plan_text
+    from sweep.recipe import ClusterSettings
+
+    line = plan_text(ClusterSettings(threads=8), 1, 3, None, 0.5)
+    assert "2 points of 1 cores and gpus=0.5 at a time, limited by GPUs" in line, line
+    recipe = write_recipe(tmp_path / "many.yaml", **base, resources={"gpus": 1}, cluster={"gpus": 2})
+    r = cli("validate", str(recipe))
+    assert r.returncode == 2 and "cluster.gpus=2 but this machine has 1 GPU(s)" in r.stderr, r.stderr
