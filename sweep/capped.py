@@ -99,6 +99,7 @@ MIN_XLA_THREADS = 2  # XLA's client pool never below this (host callbacks deadlo
 STACKS_SIGNAL = signal.SIGUSR1  # the child dumps its Python threads' stacks on it (faulthandler)
 STACKS_WAIT_S = 1.0
 START_TIMEOUT_S = 120.0
+LOG_PREFIX = "sweep-child-"  # then the parent's pid: a child's log file in the temp folder
 SPAWN_RETRIES = 8
 
 
@@ -121,6 +122,21 @@ def multipliers(env: Mapping[str, str]) -> list[str]:
     """The settings in ``env`` that :func:`without_multipliers` drops, for a warning."""
     found = [f for f in env.get("XLA_FLAGS", "").split() if f.startswith(MULTIPLYING_FLAGS)]
     return found + [f"{n}={env[n]}" for n in MULTIPLYING_VARS if n in env]
+
+
+def remove_orphan_logs(folder: str | None = None) -> int:
+    """Remove this user's child log files in ``folder`` (the temp folder) whose parent process
+    is gone: a worker killed with SIGKILL can't remove its children's; how many were removed."""
+    removed = 0
+    for path in Path(folder or tempfile.gettempdir()).glob(f"{LOG_PREFIX}*.log"):
+        pid = path.name.removeprefix(LOG_PREFIX).partition("-")[0]
+        try:
+            if pid.isdigit() and not psutil.pid_exists(int(pid)) and path.stat().st_uid == os.getuid():
+                path.unlink()
+                removed += 1
+        except OSError:
+            pass  # another worker removed it first
+    return removed
 
 
 def default_compile_cache() -> str:
@@ -242,7 +258,7 @@ class Child:
                     "compile cache %s unusable (%s); child runs without it", config.compile_cache, exc
                 )
                 spawn_config = replace(config, compile_cache=None)
-        log_fd, self.log_path = tempfile.mkstemp(prefix="sweep-child-", suffix=".log")
+        log_fd, self.log_path = tempfile.mkstemp(prefix=f"{LOG_PREFIX}{os.getpid()}-", suffix=".log")
         os.close(log_fd)
         self._req_w = self._rep_r = -1
         self.proc = self._start(spawn_config)

@@ -39,7 +39,7 @@ import psutil
 from distributed import Reschedule, WorkerPlugin, get_client, get_worker
 
 from sweep import _compat, events, gpus, leases, memorylease, walltime
-from sweep.capped import Child, ChildConfig, ChildDied
+from sweep.capped import Child, ChildConfig, ChildDied, remove_orphan_logs
 from sweep.checkpoints import PointCheckpoints, metadata_key
 from sweep.gpus import GpuHeld
 from sweep.job import JobRef
@@ -87,6 +87,7 @@ class CorePool(WorkerPlugin):
         ``sweep`` loggers write to its stderr (a batch job's log file on a cluster).
         """
         log_to_stderr(self.log_level)
+        remove_orphan_logs()  # those of workers of this node killed before they could
         self.cores = tuple(sorted(os.sched_getaffinity(0)))
         self.address = getattr(worker, "address", f"pid {os.getpid()}")
         # where this worker runs, recorded with every point (read once: HTCondor's is a file)

@@ -242,3 +242,25 @@ def test_shipped_recipes_hold_their_thread_budget_on_a_cold_compile_cache(tmp_pa
     assert out.status == "done", out.error
     allowed = plan.budget(loaded.recipe, k)
     assert out.peak_threads <= allowed, (out.peak_threads, allowed)
+
+
+def test_log_files_of_a_killed_workers_children_are_removed_and_live_ones_kept(tmp_path):
+    """Found: ``$TMPDIR/sweep-child-*.log`` of workers killed with SIGKILL stayed for ever."""
+    import subprocess
+
+    from sweep.capped import LOG_PREFIX, remove_orphan_logs
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    orphan = tmp_path / f"{LOG_PREFIX}{gone.pid}-abc.log"
+    alive = tmp_path / f"{LOG_PREFIX}{os.getpid()}-def.log"
+    orphan.write_text("x")
+    alive.write_text("y")
+    assert remove_orphan_logs(str(tmp_path)) == 1
+    assert not orphan.exists() and alive.exists()
+
+
+def test_a_childs_log_file_names_its_parent(child):
+    from sweep.capped import LOG_PREFIX
+
+    assert os.path.basename(child.log_path).startswith(f"{LOG_PREFIX}{os.getpid()}-")
