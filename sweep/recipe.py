@@ -484,6 +484,7 @@ class LoadedRecipe:
         _check_writable(self.output, source)
         _check_walltime(recipe, source)
         _check_mpi_timeout(recipe, source)
+        _check_local_memory(recipe, source)
 
     @property
     def name(self) -> str:
@@ -531,6 +532,24 @@ def _check_mpi_timeout(recipe: Recipe, source: str) -> None:
             "resources.expected: a hung rank is never caught (the other ranks busy-poll, so the stall "
             "watch sees CPU in use) and would hold its cores for ever. Set resources.expected (the "
             "timeout is then 3x it) or resources.timeout",
+            SweepWarning,
+            stacklevel=4,
+        )
+
+
+def _check_local_memory(recipe: Recipe, source: str) -> None:
+    """Warn when the local worker is to offer more memory than this machine has."""
+    c = recipe.cluster
+    if c.kind != "local" or c.memory is None:
+        return
+    import psutil
+
+    total = psutil.virtual_memory().total
+    if (_size(c.memory) or 0) > total:
+        warnings.warn(
+            f"{source}: cluster.memory {c.memory} is more than this machine's {total / 2**30:.1f} GiB: "
+            "points are packed as if it were there, and can run out of memory together. Give at most "
+            "what the machine has, or leave cluster.memory out (the memory available, less a margin)",
             SweepWarning,
             stacklevel=4,
         )

@@ -77,3 +77,22 @@ def test_attempts_longer_than_the_batch_walltime_warn(tmp_path, capsys):
         SweepWarning, match=r"7200 s x \(retries 2 \+ 1\) = 21600 s is longer than cluster.walltime"
     ):
         Recipe.load(cluster, ["resources.timeout=2h"])
+
+
+def test_a_local_cluster_memory_above_the_machines_is_warned_about(tmp_path):
+    import warnings
+
+    import psutil
+
+    from sweep.errors import SweepWarning
+
+    recipe = tmp_path / "r.yaml"
+    too_much = f"{psutil.virtual_memory().total // 2**30 + 64}GiB"
+    job = QUICKSTART.parent / "jobs" / "fdfd.py"
+    recipe.write_text(f"job: {job}:optimize\nparams: {{grid: {{seed: [0]}}}}\n")
+    for memory, warned in ((too_much, True), ("1GiB", False)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            Recipe.load(recipe, [f"cluster.memory={memory}"])
+        said = [str(w.message) for w in seen if issubclass(w.category, SweepWarning)]
+        assert any("more than this machine's" in s for s in said) == warned, said
