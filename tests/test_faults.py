@@ -405,6 +405,10 @@ def test_a_store_moved_or_deleted_under_its_sweep_stops_it_and_leaves_nothing_be
     if how == "moved":
         kept = open_results(tmp_path / "elsewhere.zarr")
         assert 2 <= int((kept["status"] == "done").sum()) < 8
+        from sweep.store import last_run
+
+        said = last_run(tmp_path / "elsewhere.zarr", kept.attrs)  # not "ended abnormally"
+        assert f"stopped when the store was moved from {out.resolve()}" in said, said
 
 
 @pytest.mark.slow

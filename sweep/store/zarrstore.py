@@ -266,6 +266,7 @@ class Store:
             sweep_last_run=_now(),
             sweep_run_state="running",
             sweep_run_by=f"pid {os.getpid()} on {socket.gethostname()}",
+            sweep_run_path=str(self.path.resolve()),  # a store moved while it runs says so later
         )
 
     def run_ended(self, state: str) -> None:
@@ -605,6 +606,12 @@ def last_run(path: str | os.PathLike, attrs: Mapping[str, Any]) -> str:
         return "no run recorded"
     if state == "running" and locked(Path(path)):
         return f"running now (since {since}, {by})"
+    ran_at = attrs.get("sweep_run_path")
+    if state == "running" and ran_at and ran_at != str(Path(path).resolve()):
+        return (
+            f"the last run (since {since}, {by}) stopped when the store was moved from {ran_at} while "
+            "it ran; what was written is here. `sweep submit` with this --output resumes it"
+        )
     if state == "running":
         return (
             f"the last run (since {since}, {by}) ended abnormally: its process died before it "
