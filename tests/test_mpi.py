@@ -74,6 +74,8 @@ def test_two_ranks_run_the_job_each_on_its_own_core_and_rank_0s_result_is_stored
     assert ds["rank0_pid"].values[0] != ds["rank0_pid"].values[1]  # a fresh MPI world per point
     logs = cli("logs", str(tmp_path / "m.zarr"), "--where", "x=1").stdout
     assert "[1,0]<stdout>:rank 0 of 2" in logs and "[1,1]<stdout>:rank 1 of 2" in logs
+    # a line printed in flushed parts is one tagged line (Open MPI tags each write)
+    assert "[1,0]<stdout>:in parts from rank 0\n" in logs and "[1,1]<stdout>:in parts from rank 1\n" in logs
     assert not leftovers()
 
 
@@ -128,7 +130,10 @@ def test_validate_refuses_more_ranks_than_cores_and_a_missing_launcher(tmp_path)
     assert r.returncode == 2, r.stderr
     assert "resources.ranks=64 x resources.threads=2 = 128 cores per point" in r.stderr
     missing = write_recipe(
-        tmp_path / "missing.yaml", **base, resources={"ranks": 2}, child={"mpirun": str(tmp_path / "mpirun")}
+        tmp_path / "missing.yaml",
+        **base,
+        resources={"ranks": 2, "timeout": "5min"},
+        child={"mpirun": str(tmp_path / "mpirun")},
     )
     r = cli("validate", str(missing))
     assert r.returncode == 2 and "child.mpirun" in r.stderr and "openmpi-bin" in r.stderr, r.stderr

@@ -15,6 +15,7 @@ package with numpy, jax and pydantic blocked). numpy is imported per job, lazily
 - :mod:`~sweep.child.checkpoints`: :func:`sweep.checkpoint` and :func:`sweep.restore`.
 - :mod:`~sweep.child.ranks`: :func:`sweep.rank` and :func:`sweep.ranks`; a rank's cores.
 - :mod:`~sweep.child.launch`: the MPI launcher of an MPI point, tied to the worker.
+- :mod:`~sweep.child.wholelines`: an MPI rank's output, a whole line per write.
 
 The parent's handle on such a process is :mod:`sweep.capped`; what crosses between them is
 :mod:`sweep.protocol`.

@@ -19,7 +19,7 @@ import sys
 import time
 import traceback
 
-from sweep.child import isolation, ranks, sources
+from sweep.child import isolation, ranks, sources, wholelines
 from sweep.protocol import (
     Checkpoint,
     Exit,
@@ -237,6 +237,7 @@ def _line_buffered() -> None:
 
 
 def _flush() -> None:
+    wholelines.end_lines()
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
@@ -249,6 +250,8 @@ def serve(fd_in: int, fd_out: int) -> int:
     """Answer requests until Exit or until the parent closes the pipe; returns the exit code."""
     global _report_fd, _request_fd, _rank
     _report_fd, _request_fd, _rank = fd_out, fd_in, ranks.rank()
+    if ranks.ranks() > 1:  # Open MPI tags each write: a rank writes whole lines only
+        wholelines.wrap_streams()
     isolation.start()
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # the parent asks for stacks on a stall
     _line_buffered()
