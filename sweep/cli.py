@@ -18,7 +18,6 @@ silences its output: the sweep goes on.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import logging
 import os
@@ -32,8 +31,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from sweep.child.wholelines import StreamOver
 from sweep.errors import SweepError, UsageError
 from sweep.logs import log_to_stderr
 from sweep.store.layout import read_attrs
@@ -120,45 +120,32 @@ def _no_progress_arg(q: argparse.ArgumentParser) -> None:
     q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
 
 
-class _PipeSafe(io.TextIOBase):
+class _PipeSafe(StreamOver):
     """A text stream that goes quiet, instead of raising, once its reader has gone.
 
     On the first ``BrokenPipeError`` the file descriptor is pointed at ``/dev/null``, so
     what is still buffered (and the interpreter's flush at exit) goes nowhere quietly.
     """
 
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-
     def _closed_pipe(self) -> None:
         null = os.open(os.devnull, os.O_WRONLY)
         try:
-            os.dup2(null, self._stream.fileno())
+            os.dup2(null, self.stream.fileno())
         finally:
             os.close(null)
 
     def write(self, text: str) -> int:
         try:
-            return self._stream.write(text)
+            return self.stream.write(text)
         except BrokenPipeError:
             self._closed_pipe()
             return len(text)
 
     def flush(self) -> None:
         try:
-            self._stream.flush()
+            self.stream.flush()
         except BrokenPipeError:
             self._closed_pipe()
-
-    def isatty(self) -> bool:
-        return self._stream.isatty()
-
-    def fileno(self) -> int:
-        return self._stream.fileno()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return self._stream.encoding
 
 
 def _guard_streams(command: str) -> None:

@@ -2,6 +2,7 @@
 
 import importlib.util
 import shutil
+from typing import Any
 
 import psutil
 import pytest
@@ -35,6 +36,16 @@ def two_ranks(tmp_path, name="m", **fixed) -> Sweep:
         output=tmp_path / f"{name}.zarr",
         resources={"ranks": 2, "threads": 1},
     )
+
+
+def one_point(tmp_path, fixed: dict, **resources) -> Any:
+    """The dataset of one 2-rank point of ``mpi_ranks`` with ``fixed`` and ``resources``."""
+    return Sweep(
+        f"{JOBS}:mpi_ranks",
+        {"grid": {"x": [1]}, "fixed": fixed},
+        output=tmp_path / "one.zarr",
+        resources={"ranks": 2, "threads": 1, **resources},
+    ).run(progress=False)
 
 
 def test_an_mpi_points_budget_is_each_ranks_plus_the_mpi_runtimes():
@@ -98,12 +109,7 @@ def test_a_rank_that_dies_or_fails_fails_the_point_naming_it_and_leaves_nothing(
 @needs_mpi
 @pytest.mark.slow
 def test_a_timeout_ends_every_rank(tmp_path):
-    ds = Sweep(
-        f"{JOBS}:mpi_ranks",
-        {"grid": {"x": [1]}, "fixed": {"seconds": 60.0}},
-        output=tmp_path / "t.zarr",
-        resources={"ranks": 2, "timeout": "3s"},
-    ).run(progress=False)
+    ds = one_point(tmp_path, {"seconds": 60.0}, timeout="3s")
     assert (ds["status"] == "timeout").all(), ds["error"].values
     assert not leftovers()
 
@@ -191,13 +197,7 @@ def test_an_mpi_point_gets_a_timeout_from_expected_and_a_warning_without_either(
 @needs_mpi
 @pytest.mark.slow
 def test_a_hung_rank_times_out_by_expected_and_leaves_nothing_running(tmp_path):
-    s = Sweep(
-        f"{JOBS}:mpi_ranks",
-        {"grid": {"x": [1]}, "fixed": {"hang_rank": 1}},
-        output=tmp_path / "h.zarr",
-        resources={"ranks": 2, "threads": 1, "expected": "3s"},
-    )
-    ds = s.run(progress=False)
+    ds = one_point(tmp_path, {"hang_rank": 1}, expected="3s")
     error = ds["error"].item()
     assert ds["status"].item() == "timeout" and "timed out after 9 s" in error, error
     assert not leftovers()

@@ -14,11 +14,32 @@ import sys
 from typing import TextIO
 
 
-class WholeLines(io.TextIOBase):
-    """A text stream over ``stream`` that passes on complete lines only."""
+class StreamOver(io.TextIOBase):
+    """A text stream written through to ``stream``, whose terminal, descriptor and encoding
+    it reports as its own (a subclass changes how writes go through)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.stream.encoding
+
+
+class WholeLines(StreamOver):
+    """A text stream over ``stream`` that passes on complete lines only."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
         self._part = ""
 
     def write(self, text: str) -> int:
@@ -38,19 +59,6 @@ class WholeLines(io.TextIOBase):
 
     def flush(self) -> None:  # a part of a line waits for its end
         self.stream.flush()
-
-    def writable(self) -> bool:
-        return True
-
-    def isatty(self) -> bool:
-        return self.stream.isatty()
-
-    def fileno(self) -> int:
-        return self.stream.fileno()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return self.stream.encoding
 
 
 def wrap_streams() -> None:
