@@ -61,7 +61,8 @@ start() {
     pgrep -x slurmctld >/dev/null || slurmctld -f "$CONF"
     pgrep -x slurmd >/dev/null || slurmd -f "$CONF" -N localhost
     for _ in $(seq 1 60); do
-        if SLURM_CONF=$CONF sinfo -h -o %t 2>/dev/null | grep -qx idle; then
+        # up: the node answers, idle or running others' jobs (a second test run, a user's sweep)
+        if SLURM_CONF=$CONF sinfo -h -o %t 2>/dev/null | grep -qxE 'idle|mix|alloc'; then
             echo "slurm is up: export SLURM_CONF=$CONF"
             return 0
         fi

@@ -1,5 +1,6 @@
 """Faults injected for real: each one fails its point only, and the sweep and worker go on."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import yaml
 
 from sweep import Sweep, open_results
 from sweep.errors import SweepWarning
-from tests.helpers import JOBS, ROOT, cli, cli_submit, kill_the_worker_mid_sweep
+from tests.helpers import JOBS, ROOT, cli, cli_submit, kill_the_worker_mid_sweep, wait_for
 
 
 def worker_pids(client) -> set[int]:
@@ -308,19 +309,23 @@ def test_ctrl_c_is_one_line_exit_130_and_resumes(tmp_path, after):
     assert (open_results(out)["status"] == "done").all()
 
 
-def bootstrap_pids() -> set[int]:
-    return {
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if "sweep.child.bootstrap" in " ".join(p.info["cmdline"] or [])
-    }
+def bootstrap_pids(mark: str) -> set[int]:
+    """Children of sweeps run with ``SWEEP_TEST_MARK=mark`` (inherited from the submit): another
+    test run's children on the same machine are not this test's."""
+    found = set()
+    for p in psutil.process_iter(["cmdline"]):
+        if "sweep.child.bootstrap" in " ".join(p.info["cmdline"] or []):
+            with contextlib.suppress(psutil.Error):
+                if p.environ().get("SWEEP_TEST_MARK") == mark:
+                    found.add(p.pid)
+    return found
 
 
 @pytest.mark.slow
 def test_a_daemon_a_job_starts_in_its_own_session_ends_with_the_job(tmp_path):
     """Found: a job that forked into its own session (fork + setsid + sleep) returned done and
     its process was still alive after `sweep submit` exited."""
-    before = bootstrap_pids()
+    mark = tmp_path.name
     recipe = tmp_path / "daemon.yaml"
     recipe.write_text(
         yaml.safe_dump(
@@ -332,12 +337,11 @@ def test_a_daemon_a_job_starts_in_its_own_session_ends_with_the_job(tmp_path):
             }
         )
     )
-    proc = cli_submit(recipe)
+    proc = cli_submit(recipe, env={**os.environ, "SWEEP_TEST_MARK": mark})
     assert proc.returncode == 0, proc.stderr
     pids = [int((tmp_path / f"daemon{i}.pid").read_text()) for i in range(2)]
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
-    time.sleep(1)
-    assert bootstrap_pids() <= before  # no child of the sweep is left either
+    wait_for(lambda: not bootstrap_pids(mark), seconds=10)  # no child of the sweep is left either
 
 
 @pytest.mark.slow

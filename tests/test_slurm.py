@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from sweep import Sweep, open_results
@@ -34,16 +35,28 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def slurm():
-    """SLURM for this module; stopped afterwards unless it was already running (`make slurm`)."""
-    was_running = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True).returncode == 0
+    """SLURM for this module. Several test runs on one machine share the one single-node
+    SLURM: each registers under ``users/`` while it uses it, and the last one out stops it when
+    a test run started it (never one a person started with `make slurm`)."""
+    users = CONF.parent / "users"
+    users.mkdir(parents=True, exist_ok=True)
+    me = users / str(os.getpid())
+    me.touch()
+    started_by_tests = CONF.parent / "started-by-tests"
+    if subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True).returncode != 0:
+        started_by_tests.touch()
     up = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=600)
     if up.returncode != 0:
+        me.unlink(missing_ok=True)
         pytest.fail(f"could not start SLURM:\n{up.stdout}\n{up.stderr}")
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(CONF)
     yield CONF
     subprocess.run(["scancel", f"--name={JOB_NAME}"], capture_output=True, check=False)
-    if not was_running:
+    me.unlink(missing_ok=True)
+    others = [p for p in users.iterdir() if p.name.isdigit() and psutil.pid_exists(int(p.name))]
+    if not others and started_by_tests.exists():
+        started_by_tests.unlink(missing_ok=True)
         subprocess.run([str(SCRIPT), "stop"], capture_output=True, check=False, timeout=60)
     if old is None:
         os.environ.pop("SLURM_CONF", None)
@@ -64,6 +77,7 @@ def slurm_sweep(tmp_path, params, job="marked", resources=None, **cluster):
         "shared_temp_directory": str(tmp_path / "tls"),
         "log_directory": str(tmp_path / "logs"),
         "local_directory": str(tmp_path / "work"),
+        "job_name": JOB_NAME,
         **cluster,
     }
     ref = job if ":" in job else f"{JOBS}:{job}"  # a function of tests/jobs.py, or a job reference
