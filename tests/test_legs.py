@@ -9,7 +9,7 @@ FAKE_MAKEFILE = """\
 lint:
 \t@echo "1 failed, 2 passed in 0.10s"; exit 1
 test-main:
-\t@echo "==== 3 passed, 1 skipped in 0.20s ===="
+\t@echo "==== 3 passed, 1 skipped in 0.20s ===="; echo "1 passed, 2 warnings in 0.10s"
 """
 
 
@@ -25,5 +25,5 @@ def test_every_leg_runs_after_one_fails_and_the_table_adds_them_up(tmp_path):
     assert proc.returncode == 1, proc.stdout
     lines = proc.stdout.splitlines()
     assert "| lint | 2 | 1 | 0 | 0.0 | FAILED (exit 2) |" in lines, proc.stdout
-    assert "| main | 3 | 0 | 1 | 0.0 | ok |" in lines, proc.stdout  # ran although lint failed
-    assert lines[-1] == "total: 5 passed, 1 failed, 1 skipped"
+    assert "| main | 4 | 0 | 1 | 0.0 | ok |" in lines, proc.stdout  # ran although lint failed
+    assert lines[-1] == "total: 6 passed, 1 failed, 1 skipped"
