@@ -25,5 +25,9 @@ class UsageError(SweepError, ValueError):
     """A command-line argument that can't work (a store that isn't one, an export format)."""
 
 
+class RecipeError(SweepError, ValueError):
+    """An invalid recipe. ``str()`` is one line per problem: ``where: key: what; fix``."""
+
+
 class SweepWarning(UserWarning):
     """Something that works but may not do what you want (a tight ``ulimit -u``, TLS off)."""

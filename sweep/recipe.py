@@ -11,8 +11,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tempfile
-import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,8 +18,8 @@ import yaml
 from dask.utils import parse_bytes, parse_timedelta
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sweep import autothreads
-from sweep.errors import SweepError, SweepWarning
+from sweep import autothreads, recipechecks
+from sweep.errors import RecipeError
 from sweep.job import JobError, JobRef, callable_ref, check_signature, job_parameters, parse_job
 from sweep.searchspec import SearchSpec
 from sweep.space import SPACES, Space, SpaceError, build_space
@@ -45,10 +43,6 @@ _Loader.add_implicit_resolver(
 def load_yaml(text: str) -> Any:
     """Parse recipe YAML (and ``--set`` values) with YAML 1.2's numbers."""
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-
-
-class RecipeError(SweepError, ValueError):
-    """An invalid recipe. ``str()`` is one line per problem: ``where: key: what; fix``."""
 
 
 def _size(v: Any) -> int | None:
@@ -481,90 +475,8 @@ class LoadedRecipe:
             raise RecipeError("\n".join(problems))
         self.space: Space = space
         self.output = Path(recipe.output or f"results/{recipe.name}.zarr")
-        _check_writable(self.output, source)
-        _check_walltime(recipe, source)
-        _check_mpi_timeout(recipe, source)
-        _check_local_memory(recipe, source)
+        recipechecks.check(recipe, self.output, source)
 
     @property
     def name(self) -> str:
         return self.recipe.name
-
-
-def _check_walltime(recipe: Recipe, source: str) -> None:
-    """Refuse a walltime that is no time, and points whose ``expected`` attempts can't fit in a
-    batch job (no worker would ever start them: each retires at once, and its replacement has
-    the same walltime); warn when a point's attempts can outlast their batch job."""
-    r, walltime = recipe.resources, recipe.cluster.jobqueue_options.get("walltime")
-    if not walltime:
-        return
-    from sweep.walltime import walltime_seconds
-
-    limit = walltime_seconds(recipe.cluster.kind, walltime)
-    if limit is None:
-        return  # not a form this project reads; the batch system will say
-    if limit <= 0:
-        raise RecipeError(f"{source}: cluster.walltime: {walltime!r} is no time; write e.g. 01:00:00")
-    attempts = r.retries + 1
-    if r.expected and r.expected * attempts > limit:
-        raise RecipeError(
-            f"{source}: resources.expected {r.expected:g} s x (retries {r.retries} + 1) = "
-            f"{r.expected * attempts:g} s is longer than cluster.walltime {walltime} ({limit:g} s): no batch "
-            "job could start such a point. Raise cluster.walltime, or lower resources.expected or retries"
-        )
-    worst = (r.timeout or 0) * attempts
-    if worst > limit:
-        warnings.warn(
-            f"{source}: resources.timeout {r.timeout:g} s x (retries {r.retries} + 1) = {worst:g} s is "
-            f"longer than cluster.walltime {walltime} ({limit:g} s): a point's attempts all run in one "
-            "batch job, which can end first. Lower resources.timeout or retries, or raise cluster.walltime",
-            SweepWarning,
-            stacklevel=4,
-        )
-
-
-def _check_mpi_timeout(recipe: Recipe, source: str) -> None:
-    """Warn when an MPI point has no wall-time limit at all (see :func:`sweep.plan.point_timeout`)."""
-    r = recipe.resources
-    if r.ranks > 1 and r.timeout is None and r.expected is None:
-        warnings.warn(
-            f"{source}: an MPI point (resources.ranks {r.ranks}) has neither resources.timeout nor "
-            "resources.expected: a hung rank is never caught (the other ranks busy-poll, so the stall "
-            "watch sees CPU in use) and would hold its cores for ever. Set resources.expected (the "
-            "timeout is then 3x it) or resources.timeout",
-            SweepWarning,
-            stacklevel=4,
-        )
-
-
-def _check_local_memory(recipe: Recipe, source: str) -> None:
-    """Warn when the local worker is to offer more memory than this machine has."""
-    c = recipe.cluster
-    if c.kind != "local" or c.memory is None:
-        return
-    import psutil
-
-    total = psutil.virtual_memory().total
-    if (_size(c.memory) or 0) > total:
-        warnings.warn(
-            f"{source}: cluster.memory {c.memory} is more than this machine's {total / 2**30:.1f} GiB: "
-            "points are packed as if it were there, and can run out of memory together. Give at most "
-            "what the machine has, or leave cluster.memory out (the memory available, less a margin)",
-            SweepWarning,
-            stacklevel=4,
-        )
-
-
-def _check_writable(output: Path, source: str) -> None:
-    probe = output.resolve()
-    while not probe.exists():
-        probe = probe.parent
-    if probe == output.resolve() and not probe.is_dir():
-        raise RecipeError(f"{source}: output: {output} exists and is not a directory; pick another path")
-    try:  # a real write: os.access() says yes to root even on read-only file systems
-        with tempfile.TemporaryFile(dir=probe):
-            pass
-    except OSError as exc:
-        raise RecipeError(
-            f"{source}: output: cannot write under {probe} ({exc.strerror}); choose another output path"
-        ) from None
