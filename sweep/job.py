@@ -13,8 +13,9 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from sweep.errors import SweepError
@@ -244,16 +245,19 @@ def may_use_jax(ref: JobRef) -> bool:
             names.add(node.module.partition(".")[0])
         elif isinstance(node, ast.ImportFrom):
             return True  # a relative import: a module of the user's own, unread
+    if names & JAX_NAMES:  # the common case: no scan of the installed distributions
+        return True
     return any(_needs_jax(name) for name in names - set(sys.stdlib_module_names))
+
+
+JAX_NAMES = {"jax", "jaxlib"}
 
 
 def _needs_jax(top: str) -> bool:
     """Whether importing the top-level package ``top`` may import jax (True when unknown)."""
     import importlib.metadata as metadata
 
-    if top in ("jax", "jaxlib"):
-        return True
-    dists = metadata.packages_distributions().get(top)
+    dists = _distributions().get(top)
     if not dists:
         return True  # not an installed distribution: a module of the user's own
     for dist in dists:
@@ -261,3 +265,11 @@ def _needs_jax(top: str) -> bool:
         if any(re.match(r"jax\b", r) and "extra ==" not in r for r in requires):
             return True
     return False
+
+
+@cache
+def _distributions() -> Mapping[str, list[str]]:
+    """Import names to the installed distributions that provide them (read once: a scan)."""
+    import importlib.metadata as metadata
+
+    return metadata.packages_distributions()
