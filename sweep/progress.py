@@ -167,10 +167,10 @@ class SweepProgress:
             rate = (finished - self._done_before) / max(1e-9, time.monotonic() - self._t0)
             left = self.total - finished
             eta = f", ETA {left / rate:.0f} s" if rate > 0 and left else ""
-            line = f"[sweep] {finished}/{self.total}  {self.describe()}  ({rate:.2f} points/s{eta})"
-            if line != self._last_line:
-                print(line, file=sys.stderr, flush=True)
-                self._last_line = line
+            counts = f"[sweep] {finished}/{self.total}  {self.describe()}"
+            if counts != self._last_line:  # the same counts again with a new rate say nothing new
+                print(f"{counts}  ({rate:.2f} points/s{eta})", file=sys.stderr, flush=True)
+                self._last_line = counts
 
 
 def notebook_display(title: str, total: int) -> NotebookDisplay | None:

@@ -11,9 +11,11 @@ def test_plain_lines_when_not_a_terminal(capsys):
         bar._t0 -= 4.0
         bar.on_event(events.from_msg(events.to_msg(events.PointStarted((3,), "h"))))
         bar.points_written([PointRecord((0,), status="done"), PointRecord((1,), status="timeout")])
+        bar._t0 -= 4.0  # the rate halves before the closing refresh
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[0].startswith("[sweep] 4/10  done 3  failed 1  running 1  pending 5")
     assert "points/s, ETA" in lines[0]
+    assert len(lines) == 1  # the closing refresh, same counts at a new rate, prints nothing more
 
 
 def test_reports_are_kept_per_point():
