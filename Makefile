@@ -50,7 +50,7 @@ $(LOWEST)/.installed: pyproject.toml scripts/lowest-env.sh | $(TEST_STAMP)
 # the fast tests, and every test of the store, whose zarr and xarray calls change most between versions
 test-lowest: $(LOWEST)/.installed
 	$(LOWEST)/bin/python -m pytest -q -ra -p no:cacheprovider -m "not slow"
-	$(LOWEST)/bin/python -m pytest -q -ra -p no:cacheprovider -m slow tests/test_store.py tests/test_growth.py tests/test_integrity.py
+	$(LOWEST)/bin/python -m pytest -q -ra -p no:cacheprovider -m slow tests/store/test_zarrstore.py tests/store/test_growth.py tests/store/test_integrity.py
 	rm -rf $(LOWEST)/quickstart.zarr
 	$(LOWEST)/bin/sweep submit recipes/quickstart.yaml --output $(LOWEST)/quickstart.zarr --no-progress
 	$(LOWEST)/bin/sweep status $(LOWEST)/quickstart.zarr
@@ -63,7 +63,7 @@ meep-env: $(MEEP)/.installed
 
 test-meep: $(MEEP)/.installed
 	$(MEEP)/bin/python -m pytest -q -ra -p no:cacheprovider tests/test_meep.py \
-		tests/test_notebooks.py::test_meep_notebook_runs tests/test_store.py
+		tests/client/test_notebooks.py::test_meep_notebook_runs tests/store/test_zarrstore.py
 
 $(MEEP_MPI)/.installed: pyproject.toml scripts/meep-mpi-env.sh
 	scripts/meep-mpi-env.sh $(MEEP_MPI)

@@ -32,7 +32,7 @@ from typing import Any
 from distributed import Client
 
 from sweep import Sweep
-from sweep.cluster import local_cluster, local_cores
+from sweep.cluster.clusters import local_cluster, local_cores
 
 CORES = local_cores()
 FDFD = Path(__file__).resolve().parent.parent / "recipes" / "jobs" / "fdfd.py"

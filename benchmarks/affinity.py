@@ -34,9 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sweep.capped import CAPPED_TO_ONE, Child, ChildConfig
-from sweep.cluster import local_cores
-from sweep.job import JobRef
+from sweep.cluster.clusters import local_cores
+from sweep.wire.childconfig import CAPPED_TO_ONE, ChildConfig
+from sweep.wire.jobref import JobRef
+from sweep.worker.child import Child
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ("pinned", "widened", "unpinned")

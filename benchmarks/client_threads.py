@@ -13,8 +13,9 @@ import argparse
 from statistics import median
 from typing import Any
 
-from sweep.capped import Child, ChildConfig
-from sweep.job import JobRef
+from sweep.wire.childconfig import ChildConfig
+from sweep.wire.jobref import JobRef
+from sweep.worker.child import Child
 
 SETTINGS = {"old (1)": ChildConfig(env=(("NPROC", "1"), ("PJRT_NPROC", "1"))), "now (2)": ChildConfig()}
 

@@ -8,7 +8,7 @@ of ``benchmarks/jobs.py:first_result``, a small JAX job that times its own ``imp
 compile and run. The parts, in order, from the interpreter's start:
 
 * ``interpreter``: Python starting up to this file's first line;
-* ``import``: ``from sweep.runner import Sweep`` (dask, distributed, xarray, zarr...);
+* ``import``: ``from sweep.client.runner import Sweep`` (dask, distributed, xarray, zarr...);
 * ``plan``: the Sweep built and validated (recipe, job signature);
 * ``store_and_cluster``: until both the store is ready and the local cluster is up (a new
   store is created while the cluster starts); ``store`` and ``cluster`` say when each was
@@ -50,8 +50,8 @@ PARTS = (
 def child(start: float) -> dict[str, float]:
     """One run in this fresh interpreter, started by its parent at ``start`` (time.time())."""
     t_file = time.time()
-    from sweep.cluster import local_cores
-    from sweep.runner import Sweep
+    from sweep.client.runner import Sweep
+    from sweep.cluster.clusters import local_cores
 
     t_import = time.time()
     with tempfile.TemporaryDirectory() as tmp:

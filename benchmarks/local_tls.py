@@ -31,8 +31,8 @@ HERE = Path(__file__).resolve().parent
 
 def child(security: bool, points: int) -> dict[str, float]:
     sys.path.insert(0, str(HERE))
-    from sweep.cluster import local_cores
-    from sweep.runner import Sweep
+    from sweep.client.runner import Sweep
+    from sweep.cluster.clusters import local_cores
 
     with tempfile.TemporaryDirectory() as tmp:
         n = points or local_cores()

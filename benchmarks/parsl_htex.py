@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweep.cluster import local_cores
+from sweep.cluster.clusters import local_cores
 
 CORES = local_cores()
 

@@ -17,10 +17,9 @@ from statistics import median
 
 import numpy as np
 
-from sweep.child.outputs import Output
-from sweep.protocol import PointRecord
-from sweep.recipe import Recipe
+from sweep.model.recipe import Recipe
 from sweep.store import Store, lost_points
+from sweep.wire.protocol import Output, PointRecord
 
 NOOP = Path(__file__).resolve().parents[1] / "recipes" / "jobs" / "fdfd.py"
 

@@ -41,9 +41,10 @@ from outputs import bench_outputs  # noqa: E402  (benchmarks/outputs.py)
 from ramp import bench_ramp  # noqa: E402  (benchmarks/ramp.py)
 
 from sweep import Sweep  # noqa: E402
-from sweep.capped import Child, ChildConfig  # noqa: E402
-from sweep.cluster import local_cluster, local_cores  # noqa: E402
-from sweep.job import JobRef  # noqa: E402
+from sweep.cluster.clusters import local_cluster, local_cores  # noqa: E402
+from sweep.wire.childconfig import ChildConfig  # noqa: E402
+from sweep.wire.jobref import JobRef  # noqa: E402
+from sweep.worker.child import Child  # noqa: E402
 
 CORES = local_cores()
 JOBS = HERE / "jobs.py"
@@ -222,7 +223,7 @@ def bench_threads(repeat: int) -> dict:
             for _ in range(repeat):
                 child = Child(tuple(range(k)), ChildConfig(cap=cap))
                 try:
-                    peaks.append(child.run(JobRef("module", "sweep.probe", "jax_grad"), {}).peak_threads)
+                    peaks.append(child.run(JobRef("module", "sweep.cli.probe", "jax_grad"), {}).peak_threads)
                 finally:
                     child.kill()
             out[f"k{k}_{'capped' if cap else 'uncapped'}"] = median(peaks)
@@ -367,7 +368,7 @@ def bench_auto_threads(repeat: int, quick: bool = False) -> dict:
     """``threads: auto`` against every fixed k it may choose, on the invrs-gym bend and the
     matmul-bound efficiency job: sweeps of the same points, interleaved, medians; and what the
     calibration cost: the wall of its rounds at the ks that lost (first start to last end)."""
-    from sweep import autothreads
+    from sweep.client import autothreads
 
     n = 8 * CORES
     ks = [k for k in autothreads.CANDIDATES if k <= CORES]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# System packages some tests need: Debian's SLURM (tests/test_slurm.py), Chromium
-# (tests/test_browser.py), Open MPI (tests/test_mpi.py) and serial Meep with MPB and
+# System packages some tests need: Debian's SLURM (tests/cluster/test_slurm.py), Chromium
+# (tests/cluster/test_browser.py), Open MPI (tests/worker/test_mpi.py) and serial Meep with MPB and
 # matplotlib (python3-meep: the Meep leg of `make test`, scripts/meep-env.sh). Installed when
 # running as root with apt-get (as CI does); elsewhere this says what is missing and those
 # tests skip. Meep's MPI build (python3-meep-mpi-default) conflicts with python3-meep and

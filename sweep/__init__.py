@@ -15,21 +15,21 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time the names l
     from sweep.child.checkpoints import checkpoint, restore
     from sweep.child.ranks import rank, ranks
     from sweep.child.reporting import report
-    from sweep.cluster import local_cluster
+    from sweep.client.runner import Sweep, SweepRun, run
+    from sweep.cluster.clusters import local_cluster
     from sweep.errors import SweepError
-    from sweep.protocol import Pruned
-    from sweep.recipe import Recipe, RecipeError
-    from sweep.runner import Sweep, SweepRun, run
+    from sweep.model.recipe import Recipe, RecipeError
     from sweep.store.results import open_results, report_history, unpadded
+    from sweep.wire.protocol import Pruned
 
 __version__ = "0.1.0"
 
 __getattr__ = lazy_attributes(
     __name__,
     {
-        "Sweep": "sweep.runner",
-        "SweepRun": "sweep.runner",
-        "run": "sweep.runner",
+        "Sweep": "sweep.client.runner",
+        "SweepRun": "sweep.client.runner",
+        "run": "sweep.client.runner",
         "SweepError": "sweep.errors",
         "open_results": "sweep.store.results",
         "report_history": "sweep.store.results",
@@ -39,10 +39,10 @@ __getattr__ = lazy_attributes(
         "restore": "sweep.child.checkpoints",
         "rank": "sweep.child.ranks",
         "ranks": "sweep.child.ranks",
-        "Pruned": "sweep.protocol",
-        "Recipe": "sweep.recipe",
-        "RecipeError": "sweep.recipe",
-        "local_cluster": "sweep.cluster",
+        "Pruned": "sweep.wire.protocol",
+        "Recipe": "sweep.model.recipe",
+        "RecipeError": "sweep.model.recipe",
+        "local_cluster": "sweep.cluster.clusters",
     },
 )
 

@@ -3,7 +3,7 @@
 Per run: the command line, this process's host, Python and package versions, the versions
 the workers saw (per host, once), and for the recipe file and the job's file, the git
 repository they live in, its commit and whether the tree had uncommitted changes. Together
-with ``sweep_inputs`` (:mod:`sweep.inputs`) this is what ``sweep status --provenance``
+with ``sweep_inputs`` (:mod:`sweep.model.inputs`) this is what ``sweep status --provenance``
 prints.
 """
 
@@ -78,7 +78,7 @@ def record(loaded: Any, workers: dict[str, dict[str, str]]) -> dict[str, Any]:
 
 def render(attrs: dict[str, Any], ran: list[tuple[int, Any]]) -> str:
     """The provenance and inputs of a store, as text: the inputs its done points ran with
-    (``ran``: each distinct :class:`~sweep.inputs.Inputs` with its count of points; the last
+    (``ran``: each distinct :class:`~sweep.model.inputs.Inputs` with its count of points; the last
     run's inputs when no point is done), its ``sweep_history`` and its last run's provenance."""
     prov = json.loads(attrs.get("sweep_provenance", "{}"))
     if ran:

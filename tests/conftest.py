@@ -8,12 +8,17 @@ import tempfile
 import pytest
 from distributed import Client
 
-from sweep.cluster import local_cluster
+from sweep.cluster.clusters import local_cluster
+from tests.requirements import NEEDS
+
+# an unmarked test takes at most this long (seconds, on an idle machine; scaled by the load of a
+# busy one): a longer one is marked slow, so that `make test-fast` stays fast
+FAST_LIMIT_S = float(os.environ.get("SWEEP_FAST_LIMIT_S", "3"))
 
 # a running sweep publishes, refills and recounts every 0.5 s instead of 2 s (sweep/cadence.py),
 # so that tests waiting for what it publishes wait less; CLI runs inherit it
 os.environ.setdefault("SWEEP_REFRESH_S", "0.5")
-# core leases are node-wide, per user (sweep/leases.py): a test run beside another (a second
+# core leases are node-wide, per user (sweep/worker/leases.py): a test run beside another (a second
 # clone, a user's own sweep) would wait for their cores. Each run leases in a folder of its own;
 # workers, children and batch jobs the tests start inherit it
 if "SWEEP_LEASE_DIR" not in os.environ:
@@ -32,3 +37,36 @@ def client():
 @pytest.fixture
 def out(tmp_path):
     return tmp_path / "out.zarr"
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test marked with a need of :data:`tests.requirements.NEEDS` is skipped, with the reason,
+    on a machine without it."""
+    for item in items:
+        for name in {m.name for m in item.iter_markers()} & set(NEEDS):
+            has, reason = NEEDS[name]
+            if not has():
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def fast_limit_s() -> float:
+    """FAST_LIMIT_S on an idle machine, more in proportion to a busy one's load (the tests run
+    beside other work: the same test takes longer there without being slower)."""
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return FAST_LIMIT_S * max(1.0, load)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """An unmarked test that passed but took longer than :func:`fast_limit_s` fails: mark it
+    ``slow`` (it still runs in `make test`) or make it faster."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.passed and item.get_closest_marker("slow") is None:
+        limit = fast_limit_s()
+        if call.duration > limit:
+            report.outcome = "failed"
+            report.longrepr = (
+                f"{item.nodeid} is not marked slow but took {call.duration:.1f} s (over {limit:.1f} s): "
+                "mark it @pytest.mark.slow or make it faster"
+            )

@@ -3,6 +3,7 @@
 import itertools
 import os
 import pwd
+import shlex
 import socket
 import stat
 import subprocess
@@ -19,19 +20,26 @@ ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "tests" / "jobs.py"
 
 
+def sweep_command(*args: str) -> list[str]:
+    """The command line of ``sweep ARGS...`` in a fresh interpreter of this environment: every
+    CLI run of the tests starts from it (:func:`cli`, or Popen for one that runs beside a test)."""
+    return [sys.executable, "-m", "sweep.cli", *map(str, args)]
+
+
+def sweep_shell(*args: str) -> str:
+    """:func:`sweep_command` as one shell word list, for a command run by ``bash -c``."""
+    return shlex.join(sweep_command(*args))
+
+
+def cli(*args: str, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    """``sweep ARGS...`` in a fresh interpreter, run from the checkout, output captured."""
+    kw.setdefault("cwd", ROOT)
+    return subprocess.run(sweep_command(*args), capture_output=True, text=True, timeout=timeout, **kw)
+
+
 def cli_submit(recipe, *extra: str, **kw) -> subprocess.CompletedProcess:
-    """``sweep submit RECIPE --no-progress EXTRA...`` in a fresh interpreter, output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=kw.pop("timeout", 300), **kw,
-    )  # fmt: skip
-
-
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``sweep ARGS...`` in a fresh interpreter, output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "sweep.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
+    """``sweep submit RECIPE --no-progress EXTRA...`` (:func:`cli`)."""
+    return cli("submit", str(recipe), "--no-progress", *extra, **kw)
 
 
 def fakecpus_library(folder: Path) -> Path:
@@ -162,7 +170,7 @@ def write_recipe(path: Path, **recipe: Any) -> Path:
 
 def submit(path: Path, capsys: Any, *extra: str) -> tuple[int, str]:
     """``sweep submit PATH --no-progress EXTRA...`` in this process: exit code and stderr."""
-    from sweep.cli import main
+    from sweep.cli.app import main
 
     rc = main(["submit", str(path), "--no-progress", *extra])
     return rc, capsys.readouterr().err
@@ -179,9 +187,9 @@ def wait_for(predicate: Callable[[], Any], seconds: float = 120.0, every: float 
 def run_then_resume(job_ref: str, kwargs: dict, resume_from: int, **child_kw: Any) -> tuple[Any, Any]:
     """Run ``job_ref(**kwargs)`` whole in a capped child, then again in a fresh child restoring
     the checkpoint numbered ``resume_from`` the first run saved; both records."""
-    from sweep.capped import Child
-    from sweep.checkpoints import PointCheckpoints
-    from sweep.job import parse_job
+    from sweep.model.job import parse_job
+    from sweep.worker.checkpoints import PointCheckpoints
+    from sweep.worker.child import Child
 
     ref = parse_job(job_ref)
     saved: list = []
@@ -220,7 +228,7 @@ def submit_side_by_side(tmp_path: Path, recipes: dict[str, dict[str, Any]]) -> l
         out = tmp_path / f"{name}.zarr"
         child = {"preflight": False, **keys.get("child", {})}
         recipe = write_recipe(tmp_path / f"{name}.yaml", name=name, output=out, **{**keys, "child": child})
-        cmd = [sys.executable, "-m", "sweep.cli", "submit", str(recipe), "--no-progress"]
+        cmd = sweep_command("submit", str(recipe), "--no-progress")
         procs.append(subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True))
         outputs.append(out)
     for p in procs:

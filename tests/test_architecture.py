@@ -71,9 +71,111 @@ def test_the_architecture_page_names_every_module_and_only_those():
 
 def test_a_worker_unpickles_and_runs_points_without_the_recipe_model_or_the_search():
     code = (
-        "import sys, sweep.pool, sweep.task; "
-        "print(sorted(m for m in ('pydantic', 'sweep.recipe', 'sweep.search', 'sweep.plan', 'optuna', "
-        "'xarray', 'zarr') if m in sys.modules))"
+        "import sys, sweep.worker.pool, sweep.wire.task; "
+        "print(sorted(m for m in ('pydantic', 'sweep.model.recipe', 'sweep.client.search', "
+        "'sweep.client.plan', 'optuna', 'xarray', 'zarr') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# each folder and the folders it may import (besides itself and the foundation: sweep/*.py)
+LAYERS = {
+    "cli": {"client", "cluster", "store", "worker", "model", "wire", "child"},
+    "client": {"cluster", "store", "worker", "model", "wire"},
+    "cluster": {"worker", "model", "wire"},
+    "store": {"model", "wire"},
+    "worker": {"wire"},
+    "model": {"wire"},
+    "wire": set(),
+    "child": {"wire"},
+    "": set(),  # the foundation
+}
+
+
+def _folder(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else ""
+
+
+def test_each_folder_imports_only_the_folders_below_it():
+    found = modules()
+    slips = []
+    for name, path in found.items():
+        if name == "sweep":
+            continue  # the package's lazy table names every public module on purpose
+        mine = _folder(name)
+        for other in imports(path, set(found)):
+            theirs = _folder(other)
+            if other != "sweep" and theirs != mine and theirs and theirs not in LAYERS[mine]:
+                slips.append(f"{name} imports {other}")
+    assert not slips, slips
+
+
+def test_the_architecture_page_names_every_folder_of_the_layer_table():
+    assert {f"sweep/{f}/" for f in LAYERS if f} <= set(
+        re.findall(r"`(sweep/[a-z]+/)`", (ROOT / "docs" / "architecture.md").read_text())
+    )
+
+
+THIRD_PARTY = {
+    "numpy", "jax", "jaxlib", "psutil", "dask", "distributed", "pydantic", "xarray", "zarr", "yaml",
+    "optuna", "rich", "pandas", "scipy", "cloudpickle", "tornado", "msgpack",
+}  # fmt: skip
+
+
+def _import_every_module(packages: list[str], blocked: str) -> subprocess.CompletedProcess:
+    """Import every module of ``packages`` in a fresh interpreter where an import of a module
+    ``name`` for which the expression ``blocked`` is true fails."""
+    code = (
+        "import sys, importlib, pkgutil\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if {blocked}:\n"
+        "            raise ImportError(f'blocked: {name}')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"for pkg in {packages!r}:\n"
+        "    package = importlib.import_module(pkg)\n"
+        "    for m in pkgutil.iter_modules(package.__path__, pkg + '.'):\n"
+        "        importlib.import_module(m.name)\n"
+        "print('ok')\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_every_module_of_wire_and_child_imports_with_third_party_libraries_blocked():
+    out = _import_every_module(["sweep.wire", "sweep.child"], f"name.split('.')[0] in {THIRD_PARTY!r}")
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_every_module_of_the_worker_imports_without_the_model_search_or_store_libraries():
+    blocked = (
+        "name.split('.')[0] in {'pydantic', 'xarray', 'zarr', 'optuna'}"
+        " or name.startswith(('sweep.model', 'sweep.client'))"
+    )
+    out = _import_every_module(["sweep.worker"], blocked)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_the_tests_mirror_the_package_folders():
+    folders = {p.name for p in (ROOT / "tests").iterdir() if (p / "__init__.py").exists()}
+    package = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders <= package, folders - package
+    assert package - folders <= {"recipes"}, package - folders
+
+
+def test_every_cli_run_of_the_tests_starts_from_the_one_helper():
+    inline = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").rglob("*.py")
+        if p.name != "helpers.py" and re.search(r"-m\W+sweep\.cli\b", p.read_text())
+    ]
+    assert not inline, f"use tests.helpers.cli / sweep_command in {inline}"
+
+
+def test_the_wheel_lists_every_package_of_the_tree():
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)

@@ -8,7 +8,7 @@ from distributed import Client, LocalCluster, WorkerPlugin, get_worker
 from distributed.core import Status
 
 from sweep import _compat
-from sweep.jobqueue import CLASSES, cluster_class
+from sweep.model.backends import CLASSES, cluster_class
 
 
 def test_zarr_executor_is_the_pool_zarr_does_io_on_and_gets_all_its_threads():
@@ -126,7 +126,7 @@ def _mark_started() -> bool:
 
 
 def test_a_workers_available_resources_decide_which_task_starts():
-    """What sweep.memorylease relies on: taking memory off ``available_resources`` on the
+    """What sweep.worker.memorylease relies on: taking memory off ``available_resources`` on the
     worker's loop keeps a task that asks for it from starting until it is given back."""
     from distributed import Client
 

@@ -57,3 +57,15 @@ def test_the_docs_folder_is_reachable_from_the_readme():
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in links(ROOT / "README.md")}
     unlinked = [p.name for p in (ROOT / "docs").glob("*.md") if p.resolve() not in linked]
     assert not unlinked, unlinked
+
+
+def test_the_docs_list_the_statuses_a_retry_runs_as_the_code_does():
+    from sweep.wire.protocol import NOT_DONE
+
+    listed = "`, `".join(NOT_DONE[:-1]) + f"` or `{NOT_DONE[-1]}"
+    for page in ("cli.md", "recipe.md"):
+        text = " ".join((ROOT / "docs" / page).read_text().split())
+        assert f"`{listed}`" in text, (page, listed)
+    stale = re.compile(r"failed, timed[- ]out|timed out, stalled or was killed")
+    for path in [*(ROOT / "docs").glob("*.md"), *(ROOT / "sweep").rglob("*.py")]:
+        assert not stale.search(path.read_text()), path

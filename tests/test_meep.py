@@ -4,7 +4,6 @@ These run in the Meep environment (`make meep-env`: a venv over Debian's Python 
 `python3-meep` and numpy<2), which `make test` runs as its own leg; elsewhere they skip.
 """
 
-import importlib.util
 import shutil
 import sys
 import tempfile
@@ -14,17 +13,14 @@ import numpy as np
 import pytest
 
 from sweep import Sweep, unpadded
-from sweep.capped import Child, ChildConfig, Limits, thread_budget
-from sweep.job import parse_job
+from sweep.model.job import parse_job
+from sweep.wire.childconfig import ChildConfig
+from sweep.wire.placement import thread_budget
+from sweep.wire.task import Limits
+from sweep.worker.child import Child
 from tests.helpers import ROOT, fakecpus_library, run_then_resume
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("meep") is None,
-        reason="needs Meep: run in the Meep environment (make meep-env)",
-    ),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.meep]
 
 JOB = f"{ROOT / 'recipes' / 'jobs' / 'meep_bend.py'}:optimize"
 NODE = 128  # the emulated node's CPUs

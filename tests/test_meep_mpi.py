@@ -5,32 +5,14 @@ unpacked beside the serial one), which `make test` builds and runs as its own le
 they skip.
 """
 
-import importlib.util
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from sweep import Sweep
+from tests.cluster.test_slurm import slurm, slurm_sweep  # noqa: F401 (slurm: a fixture)
 from tests.helpers import ROOT, cli
-from tests.test_slurm import slurm, slurm_sweep  # noqa: F401 (slurm: a fixture)
 
-
-def _mpi_meep() -> bool:
-    """Whether this Python's Meep is the MPI build; asked in a subprocess, since importing it
-    here would start MPI in the test process (and its children would inherit that world)."""
-    if importlib.util.find_spec("meep") is None:
-        return False
-    code = "import meep; print(meep.with_mpi())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    return "True" in out.stdout.split()
-
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not _mpi_meep(), reason="needs Meep's MPI build (scripts/meep-mpi-env.sh)"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.mpi_meep]
 
 RECIPE = ROOT / "recipes" / "meep_mpi.yaml"
 JOB = f"{ROOT / 'recipes' / 'jobs' / 'meep_flux.py'}:transmission"

@@ -5,8 +5,10 @@ import importlib.util
 import pytest
 
 from sweep import Sweep
-from sweep.capped import Child, ChildConfig, Limits
-from sweep.job import parse_job
+from sweep.model.job import parse_job
+from sweep.wire.childconfig import ChildConfig
+from sweep.wire.task import Limits
+from sweep.worker.child import Child
 from tests.helpers import ROOT
 
 # find_spec, not import: importing invrs_gym here would try to download material data

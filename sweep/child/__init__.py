@@ -2,7 +2,7 @@
 
 Everything here is standard library only at import: the child pins itself to its cores
 before numpy, BLAS or JAX load, and a third-party import above the pinning would size their
-thread pools to the whole machine (``tests/test_capped.py`` imports every module of this
+thread pools to the whole machine (``tests/worker/test_child.py`` imports every module of this
 package with numpy, jax and pydantic blocked). numpy is imported per job, lazily
 (:mod:`sweep.child.outputs`).
 
@@ -17,6 +17,6 @@ package with numpy, jax and pydantic blocked). numpy is imported per job, lazily
 - :mod:`~sweep.child.launch`: the MPI launcher of an MPI point, tied to the worker.
 - :mod:`~sweep.child.wholelines`: an MPI rank's output, a whole line per write.
 
-The parent's handle on such a process is :mod:`sweep.capped`; what crosses between them is
-:mod:`sweep.protocol`.
+The parent's handle on such a process is :mod:`sweep.worker.child`; what crosses between them is
+:mod:`sweep.wire.protocol`.
 """

@@ -3,7 +3,7 @@
 An MPI point's ranks start as ``python -m sweep.child.bootstrap GROUPS @SOCKET @ 0``: each
 rank pins itself to its own group of GROUPS (``0,1/2,3``, by its rank:
 :mod:`sweep.child.ranks`), connects to the worker's Unix socket SOCKET for both directions,
-and dies with its launcher (its parent) rather than with the worker (:mod:`sweep.mpi`).
+and dies with its launcher (its parent) rather than with the worker (:mod:`sweep.worker.mpi`).
 
 The first thing this module does, before any third-party import, is pin the process to CORES
 (``os.sched_setaffinity``) so that every thread pool numpy, OpenBLAS and XLA size from the

@@ -9,7 +9,7 @@ raises ``ValueError`` and nothing is saved. JAX and numpy arrays pickle as their
 
 The pickled state goes to the worker through the child's pipe, not through a file: no shared
 file system is assumed. Where it is kept and when an attempt gets it back is
-:mod:`sweep.checkpoints`. Outside a sweep ``checkpoint`` does nothing and ``restore``
+:mod:`sweep.worker.checkpoints`. Outside a sweep ``checkpoint`` does nothing and ``restore``
 returns None, so the job still runs as a plain function. Standard library only.
 """
 
@@ -25,7 +25,7 @@ __all__ = ["checkpoint", "restore"]
 def checkpoint(state: Any) -> None:
     """Save ``state`` (anything picklable) as this point's last checkpoint."""
     from sweep.child import loop
-    from sweep.protocol import Checkpoint
+    from sweep.wire.protocol import Checkpoint
 
     try:
         data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)

@@ -1,5 +1,5 @@
-"""The child's side of the protocol: serve :class:`~sweep.protocol.RunJob` requests one at a
-time until :class:`~sweep.protocol.Exit` or until the parent closes the pipe.
+"""The child's side of the protocol: serve :class:`~sweep.wire.protocol.RunJob` requests one at a
+time until :class:`~sweep.wire.protocol.Exit` or until the parent closes the pipe.
 
 Runs in the capped child after :mod:`sweep.child.bootstrap` has pinned it. Standard library only
 at import; numpy loads lazily, per job, only if a job's outputs need it. The job's own stdout
@@ -20,7 +20,7 @@ import time
 import traceback
 
 from sweep.child import isolation, ranks, sources, wholelines
-from sweep.protocol import (
+from sweep.wire.protocol import (
     Checkpoint,
     Exit,
     JobDone,
@@ -38,7 +38,7 @@ from sweep.protocol import (
     send,
 )
 
-STACKS_SIGNAL = signal.SIGUSR1  # = sweep.capped.STACKS_SIGNAL (not imported: psutil)
+STACKS_SIGNAL = signal.SIGUSR1  # = sweep.worker.child.STACKS_SIGNAL (not imported: psutil)
 _report_fd: int | None = None  # where sweep.report() writes while this child serves
 _request_fd: int | None = None  # where a Prune for the running job arrives
 _job = 0  # the number of the job running (1 = this child's first)

@@ -7,17 +7,9 @@ inside :func:`normalize_outputs` when a job returns arrays.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass
-class Output:
-    """One named job output: values (a numpy array or a Python number), dim names, dim coords."""
-
-    values: Any
-    dims: tuple[str, ...]
-    coords: dict[str, Any] = field(default_factory=dict)
+from sweep.wire.protocol import Output
 
 
 def normalize_outputs(raw: Any) -> dict[str, Output]:

@@ -1,6 +1,6 @@
 """``sweep.rank()`` and ``sweep.ranks()``: which MPI rank of a point this process is.
 
-A point with ``resources.ranks: n`` runs its job on n MPI ranks (:mod:`sweep.mpi`); each rank
+A point with ``resources.ranks: n`` runs its job on n MPI ranks (:mod:`sweep.worker.mpi`); each rank
 calls the job function with the same parameters, as ``mpirun -np n python script.py`` would.
 These read the launcher's environment (Open MPI's ``OMPI_COMM_WORLD_RANK``/``_SIZE``, MPICH's
 and Slurm's ``PMI_RANK``/``PMI_SIZE``, PMIx's ``PMIX_RANK``), so a job learns its rank without

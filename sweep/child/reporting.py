@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sweep.protocol import Pruned
+from sweep.wire.protocol import Pruned
 
 __all__ = ["Pruned", "report"]
 
@@ -27,7 +27,7 @@ def report(step: int | None = None, **values: Any) -> None:
     """Report named scalar values (floats, or anything ``float()`` takes) at ``step``;
     raises :class:`Pruned` when the search has pruned this trial."""
     from sweep.child import loop
-    from sweep.protocol import Report
+    from sweep.wire.protocol import Report
 
     clean: dict[str, float] = {}
     for name, value in values.items():

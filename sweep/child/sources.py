@@ -1,8 +1,8 @@
 """The user's source files a job ran: its own file and the modules it imported from outside
 the Python installation, each with the SHA-256 of its content.
 
-A child reports them with every job (:class:`~sweep.protocol.JobDone`), and the store keeps
-them with the point's inputs (:mod:`sweep.inputs`), so each point says which version of the
+A child reports them with every job (:class:`~sweep.wire.protocol.JobDone`), and the store keeps
+them with the point's inputs (:mod:`sweep.model.inputs`), so each point says which version of the
 code computed it, and a rerun after any of those files changed is refused.
 
 What counts: every module whose file is a ``.py`` outside the standard library, outside any

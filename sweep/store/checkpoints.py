@@ -1,10 +1,10 @@
 """The last checkpoint of each point not yet done, in the store folder.
 
-``OUTPUT/.sweep-checkpoints/<point_id>.pkl`` holds a pickled :class:`~sweep.protocol.Saved` (number,
+``OUTPUT/.sweep-checkpoints/<point_id>.pkl`` holds a pickled :class:`~sweep.wire.protocol.Saved` (number,
 attempt, time, the job's pickled state). Written by the store's single writer (the driver)
 as checkpoints arrive, each atomically (a temporary file, fsynced, renamed over the last), so
 a driver killed mid-write leaves the previous checkpoint whole. Named by point id, so a
-store grown to a larger space keeps them. :mod:`sweep.checkpoints` says when they are written,
+store grown to a larger space keeps them. :mod:`sweep.worker.checkpoints` says when they are written,
 read and deleted.
 """
 
@@ -16,8 +16,8 @@ import pickle
 import shutil
 from pathlib import Path
 
-from sweep.protocol import Saved
 from sweep.store.layout import CHECKPOINTS
+from sweep.wire.protocol import Saved
 
 log = logging.getLogger(__name__)
 SUFFIX = ".pkl"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from sweep.space import Space
+from sweep.model.space import Space
 
 
 @dataclass(frozen=True)

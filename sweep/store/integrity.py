@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from sweep import _compat
-from sweep.child.outputs import Output
 from sweep.errors import SweepError
 from sweep.store.layout import LOGS, METADATA
+from sweep.wire.protocol import Output
 
 
 class StoreDamaged(SweepError, RuntimeError):

@@ -11,7 +11,11 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import xarray as xr
 
 import numpy as np
 
@@ -20,7 +24,7 @@ from sweep.store.integrity import check_metadata, check_store
 from sweep.store.layout import is_store
 
 
-def report_history(ds: Any) -> Any:
+def report_history(ds: xr.Dataset) -> pd.DataFrame:
     """Every ``sweep.report()`` of every point, as a pandas DataFrame.
 
     One row per report: the point's sweep coordinates, ``point_id``, ``attempt``, ``step``,
@@ -39,8 +43,8 @@ def report_history(ds: Any) -> Any:
         text = str(reports[index] or "")
         if not text:
             continue
-        where = {d: axis[i] for d, axis, i in zip(status.dims, axes, index)}
-        where.update({c: values[index] for c, values in per_point.items()})
+        where: dict[str, Any] = {str(d): axis[i] for d, axis, i in zip(status.dims, axes, index)}
+        where.update({str(c): values[index] for c, values in per_point.items()})
         where["point_id"] = ids[index]
         rows.extend({**where, **r} for r in json.loads(text))
     history = pd.DataFrame(rows)
@@ -49,7 +53,7 @@ def report_history(ds: Any) -> Any:
     return history
 
 
-def unpadded(ds: Any, name: str, **where: Any) -> Any:
+def unpadded(ds: xr.Dataset, name: str, **where: Any) -> xr.DataArray:
     """Output ``name`` of the one point ``where`` selects (by sweep coordinate, e.g.
     ``x=2.0``; a search by ``trial=N``), cut to the shape that point returned: an output whose
     shape changes across points is stored padded with NaN to the largest shape."""
@@ -61,7 +65,7 @@ def unpadded(ds: Any, name: str, **where: Any) -> Any:
     return var.isel({d: slice(0, s) for d, s in zip(var.dims, shape)})
 
 
-def open_results(path: str | os.PathLike, *, load: bool = True) -> Any:
+def open_results(path: str | os.PathLike, *, load: bool = True) -> xr.Dataset:
     """Open a sweep's results as an ``xarray.Dataset`` (readable while a sweep writes it).
 
     ``started``/``finished`` decode to datetimes; ``status`` and the other text variables

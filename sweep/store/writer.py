@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from sweep.protocol import PointRecord
 from sweep.store import Store
+from sweep.wire.protocol import PointRecord
 
 FLUSH_POINTS = 4096  # = the store's points per chunk
 FLUSH_SECONDS = 1.0

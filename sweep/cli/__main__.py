@@ -1,0 +1,7 @@
+"""``python -m sweep.cli``: the ``sweep`` command."""
+
+import sys
+
+from sweep.cli.app import main
+
+sys.exit(main())

@@ -1,0 +1,90 @@
+"""The start of a run: its store opened (and locked) and its cluster started, side by side
+when they can be, and the core pool set up on the cluster's workers.
+
+The store is complete before any job starts: once uncapped jobs have used up the user's
+``ulimit -u``, even zarr's I/O threads could not be started any more. A new store on the
+local default is created in a thread of its own while the cluster starts in the caller's
+(:func:`beside_cluster`); otherwise the store opens first, and a cluster is started only if
+it has points left to run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweep.client import plan
+from sweep.cluster.clusters import connect
+from sweep.model import backends
+from sweep.store import Store
+from sweep.store.layout import is_store
+from sweep.store.lock import locked
+from sweep.wire.childconfig import ChildConfig
+from sweep.worker.commands import Prewarm, on_pool
+from sweep.worker.pool import CorePool
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from sweep.model.recipe import LoadedRecipe
+
+
+def opens_beside_cluster(loaded: LoadedRecipe, force: bool) -> bool:
+    """Whether the store is new (or ``force``), the cluster local and the store not held by
+    another process: only then is a cluster started before the store is known to have work
+    (a new store always has), and a refused store costs a local cluster's start."""
+    out = Path(loaded.output)
+    new = force or not is_store(out)
+    return loaded.recipe.cluster.kind == "local" and new and not (out.exists() and locked(out))
+
+
+@contextmanager
+def cluster(loaded: LoadedRecipe, on_fatal: Callable[[str], None]) -> Iterator[Client]:
+    """The recipe's cluster started for this run, its batch jobs named for the sweep and
+    logging into its store; ``on_fatal(reason)`` when it can't go on."""
+    settings = backends.run_defaults(loaded.recipe.cluster, loaded.name, loaded.output)
+    with connect(settings, loaded.recipe.resources.cores, on_fatal=on_fatal) as client:
+        yield client
+
+
+@contextmanager
+def beside_cluster(
+    open_store: Callable[[], Store],
+    loaded: LoadedRecipe,
+    on_fatal: Callable[[str], None],
+    on_cluster: Callable[[Client], None],
+) -> Iterator[tuple[Store, Client]]:
+    """Create the store (importing xarray and dask.array, writing its skeleton) in a thread
+    while this one starts the local cluster: the two overlap, the store is ready before the
+    first point is submitted. ``on_cluster(client)`` is called as soon as the cluster is up,
+    before the store is waited for. If the store is refused, the cluster is closed and the
+    store's error raised; if the cluster fails to start, the store is closed."""
+    with ThreadPoolExecutor(1, thread_name_prefix="sweep-store") as pool:
+        opening = pool.submit(open_store)
+        try:
+            with cluster(loaded, on_fatal) as client:
+                on_cluster(client)
+                with opening.result() as store:
+                    yield store, client
+        finally:
+            wait([opening])
+            if opening.exception() is None:
+                opening.result().close()  # released already unless the cluster failed
+
+
+def set_up_pool(client: Client, loaded: LoadedRecipe, config: ChildConfig) -> None:
+    """Register the core pool on ``client``'s workers and have them start warming this
+    recipe's children (``child.prewarm``): called once per run, as soon as a client is there,
+    so the children start while the store opens and the sweep is set up."""
+    r = loaded.recipe
+    level = logging.getLogger("sweep").getEffectiveLevel()
+    warm = Prewarm(plan.placement(r), config, r.child.max_jobs)
+    prewarm = r.child.prewarm and not r.resources.gpus  # a GPU child starts at its lease
+    pool = CorePool(log_level=level, warm=warm if prewarm else None)
+    client.register_plugin(pool, name=CorePool.name)
+    if prewarm:  # a pool registered before (its children are warm, or warm now)
+        client.run(on_pool, warm)

@@ -1,0 +1,412 @@
+"""Clusters: start or reach the Dask workers a sweep runs on.
+
+Every worker runs with ``nthreads = N`` and advertises ``resources={"threads": N}``, N being
+the cores it may lease; a point asks for ``{"threads": k}``, so Dask never starts more
+points on a worker than its cores hold, and the worker's :class:`~sweep.worker.pool.CorePool`
+gives each one k cores of its own.
+
+* ``local`` (default): a scheduler in this process and one worker process on this machine
+  with all CPUs of this process's affinity (or ``cluster.threads`` of them), every server
+  and the dashboard bound to 127.0.0.1.
+* ``address``: a running scheduler (``cluster.address``); its workers must have been
+  started with ``--resources threads=N``.
+* ``slurm``, ``pbs``, ``sge``, ``lsf``, ``htcondor``: dask-jobqueue, one worker per batch
+  job, TLS by default (see :func:`batch_cluster`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import socket
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import dask.config
+from distributed import Client, Scheduler, SpecCluster
+
+from sweep import cadence
+from sweep.cluster.localworker import QUIET, LocalWorker, short_logs
+from sweep.cluster.submissions import SubmissionWatch
+from sweep.errors import SweepError, SweepWarning
+from sweep.model import backends
+from sweep.model.recipe import ClusterSettings
+from sweep.worker import batchjob
+from sweep.worker.gpus import RESOURCE as GPUS
+from sweep.worker.gpus import detect
+from sweep.worker.gpus import points_at_once as gpu_points
+from sweep.worker.memory import RESOURCE, local_offer, shown, size
+from sweep.worker.memory import at_once as memory_at_once
+
+log = logging.getLogger(__name__)
+short_logs()  # the scheduler of a local or batch cluster runs in this process
+
+
+class ClusterError(SweepError, RuntimeError):
+    """The cluster can't run this sweep; the message says why and what to change."""
+
+
+class SubmissionError(ClusterError):
+    """The batch system refused the sweep's batch jobs (exit 1: the store is kept)."""
+
+    exit_code = 1
+
+
+def local_cores() -> int:
+    """CPUs this process may run on (its affinity mask, which honours cgroup cpusets)."""
+    return len(os.sched_getaffinity(0))
+
+
+def local_cluster(
+    threads: int | None = None,
+    dashboard: str = "127.0.0.1:8787",
+    security: bool = True,
+    memory: str | int | None = None,
+    gpus: int | None = None,
+) -> SpecCluster:
+    """The cluster of ``kind: local``: the scheduler in this process and one worker process
+    with ``threads`` cores (default: all of this process's affinity), ``nthreads`` and
+    ``resources={"threads": N, "memory": M}`` to match (M: ``memory``, default the memory
+    available less a margin, :func:`sweep.worker.memory.local_offer`) and ``"gpus": G`` (``gpus``,
+    default the devices :func:`sweep.worker.gpus.detect` finds; none: no such resource), every server
+    and the dashboard on 127.0.0.1. The
+    worker is its own ``python -m sweep.cluster.localworker`` (:mod:`sweep.cluster.localworker`), so a script
+    without ``if __name__ == "__main__":`` is never imported again. Use it from a notebook to
+    keep children warm across sweeps: ``client = Client(sweep.local_cluster())``, then
+    ``Sweep.run(client=client)``.
+
+    With ``security`` (the default) the scheduler and worker talk mutual TLS with temporary
+    certificates made in memory here (``cluster.security``, which ``Client(cluster)`` takes):
+    loopback is shared by every user of the machine, and a client without them is refused at
+    the handshake. The worker gets its key through a pipe, never a file. ``security=False``
+    warns: then any local user can run code as you through the scheduler's port.
+
+    The worker process runs in its own session, so a terminal's Ctrl-C (sent to the whole
+    foreground process group) reaches only this process, which closes the cluster itself;
+    Dask's event-loop thread starts with SIGINT blocked, and a Ctrl-C during the start is
+    delivered here right after it."""
+    n = threads or local_cores()
+    sec = _security(security)
+    options: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "dashboard_address": dashboard,
+        "security": sec,
+    }
+    if sec is not None:
+        options["protocol"] = "tls"
+    scheduler = {"cls": Scheduler, "options": options}
+    devices = len(detect()) if gpus is None else gpus
+    worker = {
+        "cls": LocalWorker,
+        "options": {"nthreads": n, "security": sec, "memory": local_offer(memory), "gpus": devices},
+    }
+    with _sigint_deferred(), dask.config.set(QUIET):  # read as the scheduler starts
+        return SpecCluster(
+            scheduler=scheduler,
+            workers={0: worker},
+            name="sweep-local",
+            silence_logs=logging.ERROR,
+            security=sec,
+        )
+
+
+def _security(on: bool) -> Any:
+    """Temporary TLS credentials (in memory), or None with the warning that says what it opens."""
+    from distributed.security import Security
+
+    if on:
+        return Security.temporary()
+    warnings.warn(
+        "cluster.security is false: the scheduler accepts unauthenticated connections, and "
+        "anyone who can reach it (every user of this machine, for a local cluster) can run code as you",
+        SweepWarning,
+        stacklevel=3,
+    )
+    return None
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Block SIGINT in this (main) thread while threads and processes are started: they
+    inherit the mask, and a SIGINT that arrives meanwhile is delivered when it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def preflight(
+    settings: ClusterSettings, threads: int, memory: int | None = None, ranks: int = 1, gpus: float = 0.0
+) -> None:
+    """Checks that need no cluster: a worker must be able to hold a job of ``threads`` cores
+    (``ranks`` MPI ranks of ``threads // ranks`` each) asking ``memory`` bytes
+    (``resources.memory``) and ``gpus`` devices (``resources.gpus``)."""
+    if gpus:
+        _gpu_preflight(settings, gpus)
+    if settings.kind == "local":
+        n = settings.threads or local_cores()
+        if n > local_cores():
+            raise ClusterError(f"cluster.threads={n} but this process may use {local_cores()} CPUs; lower it")
+        where = "the local worker"
+    elif settings.kind in backends.CLASSES:
+        n, where = settings.cores or 0, f"a {settings.kind} job (cluster.cores)"
+    else:
+        return
+    if threads > n and ranks > 1:
+        raise ClusterError(
+            f"resources.ranks={ranks} x resources.threads={threads // ranks} = {threads} cores per point "
+            f"but {where} has {n}; lower resources.ranks or resources.threads"
+        )
+    if threads > n:
+        raise ClusterError(
+            f"resources.threads={threads} but {where} has {n} cores; lower resources.threads to at most {n}"
+        )
+    offer = worker_memory(settings)
+    if memory is not None and offer is not None and memory > offer:
+        raise ClusterError(
+            f"resources.memory={shown(memory)} but {where} offers {shown(offer)} "
+            f"({'cluster.memory' if settings.memory else 'the memory available, less a margin'}); "
+            "lower resources.memory or give the workers more (cluster.memory)"
+        )
+
+
+def _gpu_preflight(settings: ClusterSettings, gpus: float) -> None:
+    """A point asking ``gpus`` devices needs a worker that has that many."""
+    need = math.ceil(gpus)
+    if settings.kind == "local":
+        found = len(detect())
+        if settings.gpus is not None and settings.gpus > found:
+            raise ClusterError(
+                f"cluster.gpus={settings.gpus} but this machine has {found} GPU(s) (nvidia-smi lists the "
+                f"devices); set cluster.gpus to at most {found}, or leave it out"
+            )
+        have = settings.gpus if settings.gpus is not None else found
+        if need > have:
+            raise ClusterError(
+                f"resources.gpus={gpus:g} but the local worker has {have} GPU(s) (nvidia-smi lists the "
+                "devices; cluster.gpus overrides); run on a node with devices or drop resources.gpus"
+            )
+    elif settings.kind in backends.CLASSES and need > (settings.gpus or 0):
+        raise ClusterError(
+            f"resources.gpus={gpus:g} but a {settings.kind} job asks for {settings.gpus or 0} GPU(s); "
+            f"set cluster.gpus (devices per batch job) to at least {need}"
+        )
+
+
+def worker_memory(settings: ClusterSettings) -> int | None:
+    """The memory one worker of ``settings`` offers (None for ``kind: address``: its own)."""
+    if settings.kind == "local":
+        return local_offer(settings.memory)
+    if settings.kind in backends.CLASSES and settings.memory:
+        return size(settings.memory)
+    return None
+
+
+def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
+    """The dask-jobqueue cluster ``settings`` describe, not yet scaled.
+
+    One worker process per batch job (``processes=1``) with ``--nthreads cores``, the
+    ``threads`` resource and its own dashboard on 127.0.0.1; TLS with temporary certificates
+    (written, private, under ``shared_temp_directory``, default ``~/.cache/sweep/tls``) unless
+    ``security: false``; the scheduler's dashboard on ``cluster.dashboard`` (127.0.0.1 by
+    default: reach it through an SSH tunnel). ``dry_run`` binds the scheduler to 127.0.0.1
+    whatever the interface, so printing a job script opens nothing to the network.
+    """
+    opts = settings.jobqueue_options
+    security = _security(settings.security)
+    if security is not None:
+        tls_dir = Path(opts.pop("shared_temp_directory", Path.home() / ".cache" / "sweep" / "tls"))
+        tls_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        opts["shared_temp_directory"] = str(tls_dir)
+    offer = f"threads={settings.cores},{RESOURCE}={size(settings.memory or 0)}"
+    if settings.gpus:  # the batch system gives the job its devices; the worker offers them
+        offer += f",{GPUS}={settings.gpus}"
+        opts["job_extra_directives"] = backends.gpu_directives(
+            settings.kind, settings.gpus, opts.get("job_extra_directives")
+        )
+    worker_args = [
+        *opts.pop("worker_extra_args", []),
+        "--resources",
+        offer,
+        "--dashboard-address",
+        "127.0.0.1:0",
+    ]
+    scheduler_options = {"dashboard_address": settings.dashboard, **opts.pop("scheduler_options", {})}
+    config = f"backends.{settings.kind}"
+    seconds = backends.walltime_seconds(
+        settings.kind, opts.get("walltime", dask.config.get(f"{config}.walltime", None))
+    )
+    if seconds:  # the worker knows when its job ends (sweep.worker.batchjob)
+        prologue = opts.get("job_script_prologue", dask.config.get(f"{config}.job-script-prologue", None))
+        opts["job_script_prologue"] = [batchjob.prologue_line(seconds), *(prologue or [])]
+    if dry_run:
+        scheduler_options.update(host="127.0.0.1", dashboard_address="127.0.0.1:0")
+    return backends.cluster_class(settings.kind)(
+        cores=settings.cores,
+        memory=settings.memory,
+        processes=1,
+        security=security,
+        scheduler_options=scheduler_options,
+        worker_extra_args=worker_args,
+        silence_logs="error",
+        **opts,
+    )
+
+
+def scale(cluster: Any, settings: ClusterSettings) -> None:
+    if settings.adapt is not None:
+        cluster.adapt(minimum_jobs=settings.adapt.minimum_jobs, maximum_jobs=settings.adapt.maximum_jobs)
+    else:
+        cluster.scale(jobs=settings.jobs)
+
+
+def _resubmit_lost_jobs(
+    cluster: Any, watch: SubmissionWatch, stop: threading.Event, every: float | None = None
+) -> None:
+    """Replace batch jobs that ended under us (walltime, preemption, scancel) or whose
+    submission failed (``watch`` gives up after too many failures).
+
+    A lost worker leaves the cluster's live jobs (after ``distributed.deploy.lost-worker-timeout``)
+    but stays in its spec; re-asking for the same number of workers submits a job for each
+    one missing. Dask then reruns the lost points on the new workers. Looks every ``every``
+    seconds (:func:`cadence.resubmit_s` when not given).
+    """
+    every = cadence.resubmit_s() if every is None else every
+    while not stop.wait(every):
+        if cluster.status.name == "running" and watch.fatal is None:
+            watch.forget_failed(cluster)
+            missing = len(cluster.worker_spec) - len(cluster.workers)
+            if missing > 0:
+                log.info("resubmitting %d lost batch job(s)", missing)
+            cluster.scale(len(cluster.worker_spec))
+
+
+def plan_text(
+    settings: ClusterSettings, threads: int, points: int, memory: int | None = None, gpus: float = 0.0
+) -> str:
+    """What a sweep on these settings will ask for, in words (``submit --dry-run``,
+    ``validate``): per worker, how many points of ``threads`` cores asking ``memory`` bytes and
+    ``gpus`` devices run at once, and whether cores, memory or GPUs limit it."""
+    asks = (
+        f"{threads} cores"
+        + (f" and {shown(memory)}" if memory else "")
+        + (f" and gpus={gpus:g}" if gpus else "")
+    )
+
+    def at_once(cores: int, offer: int | None) -> tuple[int, str]:
+        at, by = memory_at_once(cores, threads, offer, memory)
+        if gpus:
+            devices = settings.gpus if settings.gpus is not None else len(detect())
+            by_gpus = gpu_points(devices, gpus)
+            if by_gpus < at:
+                return by_gpus, "GPUs"
+        return at, by
+
+    if settings.kind == "address":
+        return f"scheduler {settings.address}; {points} points of {asks}"
+    offer = worker_memory(settings)
+    if settings.kind == "local":
+        n = settings.threads or local_cores()
+        at, by = at_once(n, offer)
+        return (
+            f"local cluster: 1 worker, {n} threads and {shown(offer)} (resources threads={n}, "
+            f"memory={offer}); {at} points of {asks} at a time, limited by {by}; {points} points"
+        )
+    jobs = (
+        f"adaptive, {settings.adapt.minimum_jobs}..{settings.adapt.maximum_jobs} batch jobs"
+        if settings.adapt
+        else f"{settings.jobs} batch jobs"
+    )
+    at, by = at_once(settings.cores or 0, offer)
+    return (
+        f"{settings.kind}: {jobs}, each 1 worker with {settings.cores} threads and {settings.memory} "
+        f"(resources threads={settings.cores}, memory={offer}); {at} points of {asks} per worker at "
+        f"a time, limited by {by}; {points} points; TLS {'on' if settings.security else 'OFF'}"
+    )
+
+
+ALL_INTERFACES = ("", "0.0.0.0", "::", "[::]", "*")
+
+
+def dashboard_hint(client: Client, settings: ClusterSettings) -> str:
+    """The dashboard's link on the address it listens on (``cluster.dashboard``'s host; Dask's
+    own link names the scheduler's host) with the ``/sweep`` page beside it, and, for a batch
+    cluster whose dashboard listens on loopback only, the SSH tunnel to reach it from another
+    machine."""
+    link = urlsplit(client.dashboard_link)
+    host = settings.dashboard.rpartition(":")[0]
+    if host not in ALL_INTERFACES and link.port is not None:
+        link = link._replace(netloc=f"{host}:{link.port}")
+    text = f"{urlunsplit(link)} (points: {urlunsplit(link._replace(path='/sweep'))})"
+    if settings.kind in backends.CLASSES and link.hostname in ("127.0.0.1", "localhost", "::1"):
+        port = link.port
+        text += f"  (from your machine: ssh -N -L {port}:127.0.0.1:{port} {socket.getfqdn()})"
+    return text
+
+
+@contextmanager
+def connect(
+    settings: ClusterSettings, threads: int, on_fatal: Callable[[str], None] | None = None
+) -> Iterator[Client]:
+    """A client on the cluster ``settings`` describe, checked to fit jobs of ``threads`` cores.
+
+    For batch kinds, ``on_fatal`` is called (from another thread) with the batch system's
+    message when submitting its jobs fails for good (:mod:`sweep.cluster.submissions`); the caller
+    stops the sweep then (and raises :class:`SubmissionError`)."""
+    preflight(settings, threads)
+    if settings.kind == "local":
+        with (
+            local_cluster(
+                settings.threads, settings.dashboard, settings.security, settings.memory, settings.gpus
+            ) as cluster,
+            Client(cluster, security=cluster.security) as client,
+        ):
+            yield client
+    elif settings.kind in backends.CLASSES:
+        with batch_cluster(settings) as cluster, Client(cluster, security=cluster.security) as client:
+            watch = SubmissionWatch(settings.kind, on_fatal or (lambda message: log.error("%s", message)))
+            watch.install(cluster)
+            scale(cluster, settings)
+            stop = threading.Event()
+            keeper = threading.Thread(target=_resubmit_lost_jobs, args=(cluster, watch, stop), daemon=True)
+            keeper.start()
+            try:
+                yield client
+            finally:
+                stop.set()
+                keeper.join()
+    else:
+        with Client(settings.address, timeout="30s") as client:
+            check_fits(client, threads)
+            yield client
+
+
+def check_fits(client: Client, threads: int, memory: int | None = None) -> None:
+    """Raise ClusterError when no current worker could run a job of ``threads`` cores, or of
+    ``memory`` bytes among workers that offer memory."""
+    info = client.scheduler_info()
+    resources = [w["resources"] for w in info["workers"].values()]
+    offers = [r.get("threads", 0) for r in resources]
+    if offers and max(offers) < threads:
+        raise ClusterError(
+            f"no worker of {info['address']} offers threads={threads} (largest: "
+            f"{max(offers)}); lower resources.threads or start workers with --resources threads=N"
+        )
+    memories = [int(r[RESOURCE]) for r in resources if RESOURCE in r]
+    if memory is not None and memories and max(memories) < memory:
+        raise ClusterError(
+            f"resources.memory={shown(memory)} but the largest worker of {info['address']} offers "
+            f"{shown(max(memories))}; lower resources.memory or start workers with more memory"
+        )

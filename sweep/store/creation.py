@@ -1,0 +1,323 @@
+"""Creating a store: its skeleton of per-point variables (:data:`RECORD_VARS`, one per stored
+field of :class:`~sweep.wire.protocol.PointRecord`) and job outputs as they first appear, with
+their chunks; the zarr group opened for reading or writing."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import math
+import os
+import shutil
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import numpy as np
+
+from sweep import provenance
+from sweep.store import checkpoints, integrity, layout
+from sweep.store.errors import StoreFull
+from sweep.store.layout import LOGS, METADATA, NOT_DATA
+from sweep.wire.protocol import FINISHED, stored_fields
+
+log = logging.getLogger(__name__)
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+POINTS_PER_CHUNK = 4096
+
+
+OUTPUT_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Var:
+    dtype: Any
+    fill: Any
+    attrs: Mapping[str, str]
+
+
+# Per-point bookkeeping, in write order (``status`` last), derived from PointRecord.
+RECORD_VARS: dict[str, Var] = {
+    name: Var(str if meta["dtype"] == "str" else meta["dtype"], meta["fill"], meta["attrs"])
+    for name, meta in stored_fields().items()
+}
+
+
+def _chunks(shape: tuple[int, ...], budget: int) -> tuple[int, ...]:
+    """Chunk the sweep dims so a chunk holds at most ``budget`` points (last dim fastest)."""
+    chunks, room = [], max(1, budget)
+    for n in reversed(shape):
+        c = max(1, min(n, room))
+        chunks.append(c)
+        room = max(1, room // c)
+    return tuple(reversed(chunks))
+
+
+def _open_group(path: Path, mode: Literal["r", "r+"]) -> Any:
+    """The store's zarr group; StoreDamaged naming the file when its metadata can't be read."""
+    import zarr
+
+    integrity.check_store(path)
+    try:
+        return cast(Any, zarr.open_group(str(path), mode=mode))
+    except Exception:
+        integrity.check_metadata(path)
+        raise
+
+
+def _coordinates(indices: list[tuple[int, ...]]) -> tuple[np.ndarray, ...]:
+    """The points at ``indices`` as zarr's coordinate selection: one array of positions per dim."""
+    return tuple(np.array(ix, dtype=np.intp) for ix in zip(*indices))
+
+
+def _padded(values: np.ndarray, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """``values`` in an array of ``shape`` (the variable's, per point), NaN where they don't reach."""
+    if values.shape == tuple(shape):
+        return values
+    out = np.full(shape, np.nan, dtype=dtype)
+    out[tuple(slice(0, s) for s in values.shape)] = values
+    return out
+
+
+def _outputs(group: Any) -> dict[str, list[str]]:
+    return dict(json.loads(group.attrs.get("sweep_outputs", "{}")))
+
+
+def _now() -> str:
+    return time.strftime(TIME_FORMAT)
+
+
+def _create(path: Path, loaded: Any, fingerprint: str) -> None:
+    """Create the store at ``path``: built aside, then moved in with its zarr.json last, so a
+    reader sees no store or a whole one, never a half-written skeleton."""
+    staging = _staging(path)
+    try:
+        _build(staging, loaded, fingerprint)
+        _swap_in(path, staging)
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise StoreFull(
+                f"cannot create {path}: {exc.strerror}; nothing ran. Free space and submit again"
+            ) from None
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class NewOutput:
+    """An output variable to add: per point ``dims`` of ``shape`` and ``dtype``, with the
+    coordinates of those dims the store does not hold yet."""
+
+    name: str
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: Any
+    coords: dict[str, Any]
+
+
+def _create_outputs(path: Path, outputs: list[NewOutput]) -> None:
+    """Add ``outputs`` to the store at ``path``, all NaN, each chunked to about
+    OUTPUT_CHUNK_BYTES, fast: per dtype, the first through xarray (with every new coordinate),
+    the rest as copies of its zarr metadata under their own names, shapes and dims. One xarray
+    write per output listed every member of the group each time: a job returning 3000 scalars
+    took half an hour to store its first point."""
+    import zarr
+
+    if not outputs:
+        return
+    group = _open_group(path, "r+")
+    sweep_dims = tuple(json.loads(group.attrs["sweep_dims"]))
+    sweep_shape = tuple(group["status"].shape)
+    coords = {d: c for out in outputs for d, c in out.coords.items() if d not in group}
+    by_dtype: dict[str, list[NewOutput]] = {}
+    for out in outputs:
+        by_dtype.setdefault(np.dtype(out.dtype).str, []).append(out)
+    for same in by_dtype.values():
+        first, *rest = same
+        _create_with_xarray(path, first, sweep_dims, sweep_shape, coords)
+        coords = {}
+        template = zarr.open_array(str(path / first.name), mode="r")
+        for out in rest:
+            group.create_array(
+                out.name,
+                shape=sweep_shape + tuple(out.shape),
+                dtype=template.dtype,
+                chunks=_output_chunks(sweep_shape, out),
+                fill_value=template.fill_value,
+                compressors=template.compressors,
+                serializer=template.serializer,
+                filters=template.filters,
+                attributes=dict(template.attrs),
+                dimension_names=sweep_dims + out.dims,
+            )
+
+
+def _output_chunks(sweep_shape: tuple[int, ...], out: NewOutput) -> tuple[int, ...]:
+    """Chunks of an output: whole per point, as many points as fit in about OUTPUT_CHUNK_BYTES."""
+    per_point = max(1, math.prod(out.shape) * np.dtype(out.dtype).itemsize)
+    return _chunks(sweep_shape, min(POINTS_PER_CHUNK, OUTPUT_CHUNK_BYTES // per_point)) + tuple(out.shape)
+
+
+def _create_with_xarray(
+    path: Path, out: NewOutput, sweep_dims: tuple[str, ...], sweep_shape: tuple[int, ...], coords: dict
+) -> None:
+    """Add output ``out`` and the coordinates ``coords`` through xarray (its encoding is the
+    template the other outputs of its dtype copy)."""
+    import dask.array as da
+    import xarray as xr
+
+    chunks = _output_chunks(sweep_shape, out)
+    data = da.full(sweep_shape + tuple(out.shape), np.nan, dtype=out.dtype, chunks=chunks)
+    ds = xr.Dataset({out.name: (sweep_dims + out.dims, data)}, coords=coords)
+    ds.attrs.update(_open_group(path, "r").attrs)  # appending writes these over the group's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(
+            str(path),
+            mode="a",
+            compute=False,
+            consolidated=False,
+            encoding={out.name: {"fill_value": np.nan, "chunks": chunks}},
+        )
+
+
+def _record_vars(
+    names: list[str], dims: tuple[str, ...], shape: tuple[int, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The per-point variables ``names`` of :data:`RECORD_VARS`, unset, and their encodings."""
+    import dask.array as da
+
+    chunks = _chunks(shape, POINTS_PER_CHUNK)
+    data_vars, encoding = {}, {}
+    for name in names:
+        var = RECORD_VARS[name]
+        if var.dtype is str:
+            values = np.full(shape, var.fill, dtype=object)
+            encoding[name] = {"chunks": chunks}
+        else:
+            values = da.full(shape, var.fill, dtype=var.dtype, chunks=chunks)
+            encoding[name] = {"chunks": chunks, "fill_value": var.fill}
+        data_vars[name] = (dims, values, dict(var.attrs))
+    return data_vars, encoding
+
+
+def _add_record_vars(path: Path) -> None:
+    """Add the per-point variables a store made by an earlier version lacks (unset), except
+    ``returned`` of its finished points: every output the store had, as that version assumed
+    (so the integrity check still looks for all of them)."""
+    group = _open_group(path, "r")
+    missing = [name for name in RECORD_VARS if name not in group]
+    if not missing:
+        return
+    import xarray as xr  # only then: opening a store imports no xarray
+
+    dims = tuple(json.loads(group.attrs["sweep_dims"]))
+    data_vars, encoding = _record_vars(missing, dims, group["status"].shape)
+    if "returned" in missing:
+        finished = np.isin(np.asarray(group["status"][...], dtype=object), FINISHED)
+        data_vars["returned"][1][finished] = ",".join(_outputs(group))
+    ds = xr.Dataset(data_vars)
+    ds.attrs.update(group.attrs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(str(path), mode="a", compute=True, consolidated=False, encoding=encoding)
+
+
+def _build(path: Path, loaded: Any, fingerprint: str) -> None:
+    """Write the skeleton of a store for ``loaded`` at ``path`` (a new directory)."""
+    import xarray as xr
+
+    space = loaded.space
+    dims, shape = space.dims, space.shape
+    data_vars, encoding = _record_vars(list(RECORD_VARS), tuple(dims), tuple(shape))
+    coords = {n: (d, v.astype(object) if v.dtype.kind in "OUS" else v) for n, (d, v) in space.coords.items()}
+    ids = np.empty(shape, dtype=object)
+    for p in space.points():
+        ids[p.index] = p.id
+    coords["point_id"] = (dims, ids)
+    ds = xr.Dataset(data_vars, coords=coords)
+    ds.attrs.update(
+        sweep_name=loaded.name,
+        sweep_recipe=loaded.effective_text,
+        sweep_job=loaded.job.label,
+        sweep_space=space.kind,
+        sweep_space_settings=space.settings,
+        sweep_dims=json.dumps(list(dims)),
+        sweep_points=len(space),
+        sweep_fingerprint=fingerprint,
+        sweep_created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        sweep_versions=json.dumps(provenance.versions()),
+        sweep_outputs="{}",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(str(path), mode="w", compute=False, consolidated=False, encoding=encoding)
+
+
+def _clean_staging(path: Path) -> None:
+    """Remove what a rebuild of the store at ``path`` that was killed left beside it (called
+    under the store's lock: no rebuild of it runs)."""
+    for staging in layout.stagings(path):
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _staging(path: Path) -> Path:
+    staging = layout.staging(path)
+    shutil.rmtree(staging, ignore_errors=True)
+    return staging
+
+
+def _swap_in(path: Path, staging: Path) -> None:
+    """Replace the store at ``path`` (if any) with the one in ``staging``: the old one is moved
+    aside with its ``zarr.json`` first, the new one moved in with its ``zarr.json`` last, so a
+    reader sees the old store, no store or the new one, and :func:`_finish_swap` puts the old
+    one back if this is cut short."""
+    backup = layout.backup(path)
+    if (path / METADATA).exists():
+        backup.mkdir()
+        os.replace(path / METADATA, backup / METADATA)
+        for entry in path.iterdir():
+            if entry.name not in NOT_DATA:
+                os.replace(entry, backup / entry.name)
+    for entry in staging.iterdir():
+        if entry.name != METADATA:
+            os.replace(entry, path / entry.name)
+    os.replace(staging / METADATA, path / METADATA)
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+def _finish_swap(path: Path) -> None:
+    """After a :func:`_swap_in` that was cut short: keep the new store if it is whole, else
+    put the old one back."""
+    backup = layout.backup(path)
+    if not backup.exists():
+        return
+    if not (path / METADATA).exists() and (backup / METADATA).exists():
+        log.warning("%s: a store rebuild was cut short; the store before it is put back", path)
+        _clear(path)
+        for entry in backup.iterdir():
+            if entry.name != METADATA:
+                os.replace(entry, path / entry.name)
+        os.replace(backup / METADATA, path / METADATA)
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # of the run times in the store's attributes
+
+
+def _clear(path: Path) -> None:
+    shutil.rmtree(path / LOGS, ignore_errors=True)
+    checkpoints.clear(path)
+    for entry in path.iterdir():
+        if entry.name in NOT_DATA:
+            continue
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()

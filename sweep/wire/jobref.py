@@ -1,0 +1,72 @@
+"""How a child finds the job function: :class:`JobRef`, loaded inside the child.
+
+Standard library only: a capped child unpickles one right after pinning.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sweep.errors import SweepError
+
+_LOADED: dict[tuple, Callable] = {}
+
+
+class JobError(SweepError, ValueError):
+    """A job reference or signature that can't work; the message says what and how to fix."""
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """How a child finds the job function.
+
+    ``kind`` is ``"module"`` (``target`` is an importable module name), ``"file"``
+    (``target`` is an absolute path to a ``.py`` file, whose folder is put first on
+    ``sys.path`` so its sibling modules import) or ``"pickle"`` (``payload`` is a
+    cloudpickled callable, for functions defined in a notebook or ``__main__``).
+    """
+
+    kind: str
+    target: str
+    function: str
+    payload: bytes = field(default=b"", repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.target}:{self.function}" if self.kind != "pickle" else self.function
+
+    def load(self) -> Callable:
+        """Import (once per process) and return the job function."""
+        key = (self.kind, self.target, self.function, hash(self.payload))
+        fn = _LOADED.get(key)
+        if fn is None:
+            fn = _LOADED[key] = self._import()
+        return fn
+
+    def _import(self) -> Callable:
+        if self.kind == "pickle":
+            import pickle
+
+            return pickle.loads(self.payload)
+        if self.kind == "file":
+            folder = str(Path(self.target).parent)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            name = "sweep_job_" + Path(self.target).stem
+            spec = importlib.util.spec_from_file_location(name, self.target)
+            if spec is None or spec.loader is None:
+                raise JobError(f"{self.target}: not a Python file that can be imported")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(self.target)
+        fn = getattr(module, self.function, None)
+        if not callable(fn):
+            raise JobError(f"{self.label}: {self.function!r} is not a function of that module")
+        return fn

@@ -1,0 +1,330 @@
+"""The parent's handle on a thread-capped child: its start, the watch, and its replies.
+
+A :class:`Child` is a fresh ``python -m sweep.child.bootstrap`` process (spawned with
+``subprocess``, never forked from a process that may hold jax) pinned to a set of cores
+before it imports anything but the standard library. With capping on (the default) its
+environment says, for a lease of ``k`` cores:
+
+* ``NPROC`` and ``PJRT_NPROC`` = max(2, k): sizes XLA's PjRt client and Eigen pools;
+  never 1, since a job whose host callback (``jax.pure_callback``) waits on an array XLA's
+  one client thread has still to compute deadlocks (docs/threads.md, "Host callbacks need
+  two XLA client threads");
+* ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
+  ``NUMEXPR_NUM_THREADS``, ``VECLIB_MAXIMUM_THREADS``, ``BLIS_NUM_THREADS`` = 1;
+* ``JE_ARROW_MALLOC_CONF=background_thread:false`` (pyarrow's jemalloc, which a job that
+  imports xarray or pandas loads, starts no background thread) unless already set;
+* ``JAX_PLATFORMS=cpu`` unless the config names other platforms;
+* ``JAX_COMPILATION_CACHE_DIR`` (shared by every child of a sweep) with
+  ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0`` when a compile cache is configured.
+
+Affinity is what bounds XLA's codegen, foreach and LLVM pools, which ignore every
+variable; a CPU quota does not. The measured result is at most ``12 + 5k`` threads per
+child (:func:`thread_budget`). With capping off the child is not pinned and the
+variables the Dask nanny sets for its workers are removed, so it behaves like a plain
+``python`` started by a job array.
+
+The parent runs each job by sending a :class:`~sweep.wire.protocol.RunJob` down a pipe and
+waiting on the reply with ``select``; between wake-ups it samples the child's process tree
+with psutil (threads, RSS) and kills the whole tree on a timeout, a memory limit, a stall
+(no CPU time used by the tree for ``resources.stall``: the stacks of the child's Python
+threads are dumped into its output first, through ``faulthandler`` on SIGUSR1) or, when
+asked, a thread budget overflow. What it saw becomes a :class:`~sweep.wire.protocol.PointRecord`.
+The child's side is :mod:`sweep.child.bootstrap` (pinning) and :mod:`sweep.child.loop`
+(serving). The thread figures are measured in ``docs/threads.md``."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweep.wire import protocol
+from sweep.wire.childconfig import ChildConfig
+from sweep.wire.jobref import JobRef
+from sweep.wire.protocol import (
+    Exit,
+    PointRecord,
+    Prune,
+    Ready,
+    Report,
+    RunJob,
+    Status,
+)
+from sweep.wire.task import Limits
+from sweep.worker import gpus
+from sweep.worker.childlog import ChildLog
+from sweep.worker.gpus import GpuHeld
+from sweep.worker.oomkills import OomWatch
+from sweep.worker.process import ChildDied, Process, spawn
+from sweep.worker.replies import Job, Replies
+
+if TYPE_CHECKING:
+    from sweep.worker.checkpoints import PointCheckpoints
+
+log = logging.getLogger(__name__)
+
+SAMPLE_S = 0.1
+LIVE_EVERY_S = 2.0  # how often a running job's samples are passed on (the /sweep page)
+GPU_SAMPLE_S = 1.0  # how often a GPU point's device memory is read (a subprocess: nvidia-smi)
+STACKS_SIGNAL = signal.SIGUSR1  # the child dumps its Python threads' stacks on it (faulthandler)
+STACKS_WAIT_S = 1.0
+START_TIMEOUT_S = 120.0
+NO_CONFIG, NO_LIMITS = ChildConfig(), Limits()
+
+
+class Child(Replies):
+    """One warm, pinned, capped child process serving jobs one at a time.
+
+    ``cores`` is the lease: with ``config.cap`` the child's affinity is exactly these CPUs.
+    The child is spawned in its own session (:mod:`sweep.worker.process`), with stdout and
+    stderr going to its log file (:mod:`sweep.worker.childlog`), and dies with the thread
+    that spawned it.
+
+    A subclass (a backend of another kind of child, like :class:`~sweep.worker.mpi.MpiChild`)
+    may change: ``what`` (how logs name it), ``reusable`` (whether it serves another job),
+    ``replies`` (the handler of each message type the child sends: a method name, called
+    with the message and the job, answering whether the message ended the job), and the
+    hooks ``_start`` (spawn), ``_await_ready``, ``_wait_readable``, ``_sample``,
+    ``_record_death``, ``close`` and ``kill``. Everything else is the same for every child.
+    """
+
+    what = "child"
+    reusable = True  # may serve another job (an MPI point's world serves one)
+
+    def __init__(
+        self, cores: Sequence[int], config: ChildConfig = NO_CONFIG, gpus: GpuHeld | None = None
+    ) -> None:
+        self.cores = tuple(sorted(cores))
+        self.config = config
+        self.gpus = gpus  # the device slots it was started with (sweep.worker.gpus), kept while it lives
+        self.jobs_run = 0
+        self.attempt = 0  # of the job running or last run
+        self.unrestorable: tuple[str, ...] = ()  # what a job changed here that can't be undone
+        self._log_bytes = Limits.log_bytes
+        spawn_config = config
+        if config.compile_cache:
+            try:
+                Path(config.compile_cache).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                log.warning(
+                    "compile cache %s unusable (%s); child runs without it", config.compile_cache, exc
+                )
+                spawn_config = replace(config, compile_cache=None)
+        self.log = ChildLog()
+        self._req_w = self._rep_r = -1
+        self.process = Process(self._start(spawn_config))
+        self.proc, self.pid, self._ps = self.process.proc, self.process.pid, self.process.ps
+        self._oom = OomWatch(self.pid)
+        self._await_ready()
+        log.info("spawned %s pid %d on cores %s (cap=%s)", self.what, self.pid, list(self.cores), config.cap)
+
+    def _start(self, config: ChildConfig) -> Any:
+        """Spawn ``python -m sweep.child.bootstrap`` with a pipe each way."""
+        req_r, self._req_w = os.pipe()
+        self._rep_r, rep_w = os.pipe()
+        pin = ",".join(map(str, self.cores)) if config.cap else ""
+        args = [sys.executable, "-m", "sweep.child.bootstrap", pin, str(req_r), str(rep_w), str(os.getpid())]
+        try:
+            return spawn(args, (req_r, rep_w), self.environ(config), self.log.path)
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
+
+    def environ(self, config: ChildConfig, cores: Sequence[int] | None = None) -> dict[str, str]:
+        """The child's environment: ``config``'s for ``cores`` (default its lease), and its
+        devices' (:meth:`sweep.worker.gpus.GpuHeld.environ`) when it holds some."""
+        env = config.environ(self.cores if cores is None else cores)
+        return env if self.gpus is None else env | self.gpus.environ()
+
+    def _await_ready(self) -> None:
+        """Wait for the child's Ready (ChildDied when it doesn't come)."""
+        if not self._wait_readable(START_TIMEOUT_S):
+            self.kill()
+            raise ChildDied(f"child did not start within {START_TIMEOUT_S:.0f} s", self.log.tail())
+        try:
+            ready = protocol.receive(self._rep_r)
+        except EOFError:
+            raise ChildDied(self.process.how_it_ended()[2], self.log.tail()) from None
+        assert isinstance(ready, Ready), ready
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def alive(self) -> bool:
+        return self.process.alive()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Ask the child to exit, kill its tree if it doesn't, release the pipes and log."""
+        if self.alive():
+            try:
+                protocol.send(self._req_w, Exit())
+                self.proc.wait(timeout)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def stop(self) -> None:
+        """SIGKILL the child's process tree, from any thread; the thread running its job sees
+        it die (and :meth:`kill` cleans up there)."""
+        self.process.kill_tree()
+
+    def kill(self) -> None:
+        """SIGKILL the child and everything it started, wait for them, release the pipes and
+        the log file; idempotent."""
+        self.process.reap(self.process.kill_tree())
+        for fd in (self._req_w, self._rep_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._req_w = self._rep_r = -1
+        self.log.remove()
+
+    def prune(self) -> None:
+        """Tell the running job to stop: its next :func:`sweep.report` raises Pruned (from any
+        thread; a job that has ended meanwhile ignores it)."""
+        try:
+            protocol.send(self._req_w, Prune(self.jobs_run))
+        except OSError:  # the child is gone
+            pass
+
+    def _wait_readable(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self._rep_r], [], [], max(0.0, timeout))
+        return bool(ready)
+
+    # -- running -------------------------------------------------------------------------
+    def run(
+        self,
+        job: JobRef,
+        kwargs: Mapping[str, Any],
+        *,
+        limits: Limits = NO_LIMITS,
+        attempt: int = 1,
+        on_report: Callable[[Report], None] | None = None,
+        checkpoints: PointCheckpoints | None = None,
+        on_sample: Callable[[int, int, float, float], None] | None = None,
+    ) -> PointRecord:
+        """Run one job and return what became of it; never raises for the job's own faults.
+
+        The record has the status (``done``, ``failed``, or ``timeout`` / ``oom`` / ``killed``
+        / ``stalled`` when a limit was passed and the tree killed, ``oom`` also when the
+        kernel's OOM killer killed the child: :mod:`sweep.worker.oomkills`), the outputs or the
+        error, the child's measurements, and a child that died by itself is described by ``signal`` or
+        ``exit_code`` and ``output_tail``; after any of these the child is gone. Each
+        :func:`sweep.report` of the job is kept in ``reports`` (tagged with ``attempt``) and
+        passed to ``on_report`` as it arrives. Each :func:`sweep.checkpoint` goes to
+        ``checkpoints`` (counted in ``checkpoints``), and :func:`sweep.restore` is answered from
+        it (None without one; ``resumed_from`` says which). ``on_sample`` is called every
+        LIVE_EVERY_S with the tree's threads, RSS, CPU seconds and the seconds since the job
+        started. ``index`` is left empty for the caller.
+        """
+        self.jobs_run += 1
+        self.attempt = attempt
+        self.process.rescan()  # the last job's processes are gone
+        self._log_bytes = limits.log_bytes
+        self.log.restart()
+        record = PointRecord(index=(), cores=self.cores, pid=self.pid, started=time.time())
+        if self.gpus is not None:
+            record.gpus = tuple(d.index for d in self.gpus.devices)
+        t0 = time.monotonic()
+        try:
+            protocol.send(self._req_w, RunJob(job, dict(kwargs), limits.checkpoint_bytes))
+        except OSError:
+            self._record_death(record)
+        else:
+            self._watch(Job(record, attempt, on_report, checkpoints), limits, t0, on_sample)
+        if not record.logs:
+            record.logs = [self.log.text(limits.log_bytes)]
+        record.finished = time.time()
+        if math.isnan(record.wall_s):  # the child never said
+            record.wall_s = time.monotonic() - t0
+        return record
+
+    def _watch(
+        self,
+        job: Job,
+        limits: Limits,
+        t0: float,
+        on_sample: Callable[[int, int, float, float], None] | None = None,
+    ) -> None:
+        """Wait for the job's end, sampling the tree every SAMPLE_S and enforcing ``limits``."""
+        record = job.record
+        deadline = t0 + limits.timeout if limits.timeout else math.inf
+        peak_threads = peak_rss = gpu = 0
+        cpu, busy = -1.0, t0  # the tree's CPU seconds at the last sample; when they last grew
+        told = looked = t0  # when on_sample was last called; when device memory was last read
+        while True:
+            if self._wait_readable(min(SAMPLE_S, deadline - time.monotonic())):
+                if self._take_reply(job):
+                    break
+                continue
+            threads, rss, cpu_now = self._sample()
+            peak_threads, peak_rss = max(peak_threads, threads), max(peak_rss, rss)
+            now = time.monotonic()
+            if cpu_now != cpu:
+                cpu, busy = cpu_now, now
+            if on_sample is not None and now - told >= LIVE_EVERY_S:
+                on_sample(threads, rss, cpu_now, now - t0)
+                told = now
+            if self.gpus is not None and now - looked >= GPU_SAMPLE_S:
+                gpu = gpus.used_memory([self.pid, *(p.pid for p in self.process.started)])
+                record.peak_gpu_memory = max(record.peak_gpu_memory, gpu)
+                looked = now
+            if not self.alive():
+                self._record_death(record)
+                break
+            hit = limits.exceeded(now - t0, rss, threads, idle=now - busy, gpu=gpu)
+            if hit:
+                if hit[0] == "stalled":
+                    self._dump_stacks()
+                self._record_kill(record, *hit)
+                break
+        record.peak_threads = max(record.peak_threads, peak_threads)
+        record.peak_rss = max(record.peak_rss, peak_rss)
+        # a job shorter than SAMPLE_S is seen only by its end-of-job count and a last sample
+        if self.alive() and limits.max_threads:
+            record.peak_threads = max(record.peak_threads, self._sample()[0])
+            hit = limits.exceeded(0.0, 0, record.peak_threads)
+            if hit:
+                self._record_kill(record, *hit)
+
+    def _record_death(self, record: PointRecord) -> None:
+        record.signal, record.exit_code, record.error = self.process.how_it_ended()
+        record.output_tail = self.log.tail()
+        if record.signal == "SIGKILL" and self._oom.struck():
+            record.status = "oom"
+            record.error = (
+                f"killed by the kernel's out-of-memory killer (oom_kill count of {self._oom.cgroup} rose); "
+                "its memory at the last look is in peak_rss"
+            )
+        log.info("child pid %d: %s", self.pid, record.error)
+
+    def _dump_stacks(self) -> None:
+        """Have the child write its Python threads' stacks to its output (faulthandler)."""
+        size = self.log.size()
+        try:
+            os.kill(self.pid, STACKS_SIGNAL)
+        except ProcessLookupError:
+            return
+        end = time.monotonic() + STACKS_WAIT_S
+        while time.monotonic() < end and self.log.size() == size:
+            time.sleep(0.05)
+        time.sleep(0.1)  # the dump is written thread by thread
+
+    def _record_kill(self, record: PointRecord, status: Status, why: str) -> None:
+        lines = 200 if status == "stalled" else 30
+        record.status, record.error, record.output_tail = status, why, self.log.tail(lines)
+        record.logs = [self.log.text(self._log_bytes)]
+        log.info("killing child pid %d and its tree: %s", self.pid, why)
+        self.kill()
+
+    def _sample(self) -> tuple[int, int, float]:
+        """Threads, RSS and CPU seconds of the child's process tree now (:meth:`Process.sample`)."""
+        return self.process.sample()

@@ -1,0 +1,207 @@
+"""The Dask tasks a sweep's points run as, in a worker thread: one point (:func:`run_point`)
+or a chunk of short ones (:func:`run_points`), each attempt in a child leased from the
+worker's :class:`~sweep.worker.pool.CorePool`.
+
+A job's failure is a record, never an exception, so Dask retries only lost workers; a
+point's retries (``resources.retries``) are attempts here, an attempt after an ``oom`` with
+``resources.retry_memory`` asking more memory of the worker's offer
+(:mod:`sweep.worker.memorylease`). Each point's start, reports, checkpoints and end are
+published on the sweep's topic (:mod:`sweep.wire.events`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+import psutil
+from distributed import Reschedule, get_client, get_worker
+
+from sweep.wire import events
+from sweep.wire.protocol import FINISHED, PointRecord, Saved
+from sweep.wire.task import PointTask
+from sweep.worker import batchjob, memorylease
+from sweep.worker.checkpoints import PointCheckpoints, metadata_key
+from sweep.worker.pool import CorePool, of_this_worker
+from sweep.worker.process import ChildDied
+
+log = logging.getLogger(__name__)
+
+
+def run_point(task: PointTask, announce: bool = True) -> PointRecord:
+    """Run one point in a leased, capped child, retrying up to ``task.retries`` times.
+
+    Returns the point's record (status, outputs, error, measurements, attempts, host); a
+    job's failure is a record, never an exception, so Dask retries only lost workers. With
+    ``announce`` its start and end are sent as events (reports always are).
+    """
+    worker = get_worker()
+    pool = of_this_worker()
+    host = pool.host
+    say = partial(worker.log_event, events.topic(task.sweep))
+    reports: list[dict[str, Any]] = []
+    logs: list[str] = []
+    record = PointRecord(task.index)
+    checkpoints = _checkpoints(task, say)
+    tried = task
+    for attempt in range(1, task.retries + 2):
+        if task.run and task.run in pool.running.stopped:
+            record = PointRecord(task.index, status="failed", error="cancelled")
+            break
+        if attempt > 1:
+            log.info(
+                "point %s: attempt %d after %s (%s)", task.index, attempt, record.status, record.error[:80]
+            )
+        started = (
+            (lambda cores: say(events.to_msg(events.PointStarted(task.index, host, cores, time.time()))))
+            if announce and attempt == 1
+            else None
+        )
+        tried = _more_memory(tried, record) if attempt > 1 else tried
+        sampled = (
+            (
+                lambda *seen: say(
+                    events.to_msg(
+                        events.PointSampled(task.index, seen[0], task.placement.thread_budget, *seen[1:])
+                    )
+                )
+            )
+            if announce
+            else None
+        )
+        with _memory_held(task, tried):
+            record = _attempt(
+                pool,
+                tried,
+                attempt,
+                lambda r, a=attempt: say(events.to_msg(events.PointReported.of(task.index, r, a))),
+                started,
+                checkpoints,
+                sampled,
+            )
+        reports.extend(record.reports)
+        logs.extend(record.logs)
+        if record.status in FINISHED:
+            break
+    record = replace(
+        record,
+        index=task.index,
+        attempts=attempt,
+        host=host,
+        batch_job=pool.batch_job,
+        thread_budget=task.placement.thread_budget,
+        reports=reports,
+        logs=logs,
+        checkpoints=checkpoints.saved,
+    )
+    if announce:
+        say(events.to_msg(events.PointEnded.of(record)))
+    return record
+
+
+def _more_memory(task: PointTask, record: PointRecord) -> PointTask:
+    """The task for the attempt after ``record``'s: after an ``oom`` with ``retry_memory`` set,
+    its memory limit times that factor, up to what this worker has (the ``memory`` it offers,
+    else its Dask memory limit or the node's memory); otherwise as it was."""
+    memory = task.limits.memory
+    if record.status != "oom" or not task.retry_memory or memory is None:
+        return task
+    worker = get_worker()
+    offer = memorylease.of_worker(worker).offer()
+    has = (
+        [offer]
+        if offer
+        else [psutil.virtual_memory().total, getattr(worker.memory_manager, "memory_limit", None)]
+    )
+    more = min(int(memory * task.retry_memory), *(m for m in has if m))
+    if more <= memory:
+        log.warning(
+            "point %s: out of memory at %d MiB and this worker has no more to give", task.index, memory >> 20
+        )
+        return task
+    log.info("point %s: retrying with %d MiB instead of %d MiB", task.index, more >> 20, memory >> 20)
+    return replace(task, limits=replace(task.limits, memory=more))
+
+
+def _memory_held(first: PointTask, tried: PointTask) -> AbstractContextManager[None]:
+    """While an attempt of ``tried`` runs: the memory its limit passes the first attempt's ask
+    by, taken from the worker's offer (:mod:`sweep.worker.memorylease`); nothing for a first attempt,
+    or on a worker that offers no memory."""
+    ask, more = first.limits.memory, tried.limits.memory
+    retry = memorylease.of_worker(get_worker())
+    if ask is None or more is None or more <= ask or retry.offer() is None:
+        return nullcontext()
+    return retry.held(ask, more)
+
+
+def _checkpoints(task: PointTask, say: Any) -> PointCheckpoints:
+    """The point's checkpoints on this worker: sent on to the scheduler (where an attempt on
+    another worker finds them) and announced to the client (which keeps them in the store)."""
+    key = metadata_key(task.run, task.index)
+
+    def publish(saved: Saved) -> None:
+        get_client().set_metadata(key, saved.to_msg())
+        say(events.to_msg(events.CheckpointSaved(task.index, saved.number, saved.attempt, len(saved.data))))
+
+    def lookup() -> Saved | None:
+        return Saved.from_msg(get_client().get_metadata(key, default=None))
+
+    return PointCheckpoints(f"sweep {task.sweep} point {task.index}", task.checkpoint, publish, lookup)
+
+
+def run_points(tasks: list[PointTask], expected: float | None = None) -> list[PointRecord]:
+    """Run several points one after the other in one Dask task (short jobs: :mod:`sweep.client.window`).
+
+    A chunk's points are not announced one by one: their ends go in one event at the end.
+    On a batch job that ends before the points can (:mod:`sweep.worker.batchjob`; ``expected``: the
+    client's estimate of one point's wall time, unless the task carries the recipe's), none
+    starts: the task goes back to the scheduler (``Reschedule``) and the worker retires."""
+    pool = of_this_worker()
+    need = tasks[0].expected or expected
+    if pool.retiring or not batchjob.fits(None if need is None else need * len(tasks), pool.job_end):
+        pool.retire(f"its batch job ends before a point of {need or 0:.0f} s could")
+        raise Reschedule()
+    if len(tasks) == 1:
+        return [run_point(tasks[0])]
+    records = [run_point(t, announce=False) for t in tasks]
+    ended = events.PointsEnded(tuple(events.PointEnded.of(r) for r in records))
+    get_worker().log_event(events.topic(tasks[0].sweep), events.to_msg(ended))
+    return records
+
+
+def _attempt(
+    pool: CorePool,
+    task: PointTask,
+    attempt: int,
+    on_report: Any,
+    on_start: Any = None,
+    checkpoints: PointCheckpoints | None = None,
+    on_sample: Any = None,
+) -> PointRecord:
+    """One attempt at a point in a leased child (``on_start`` is called with its cores once it
+    holds them); a child that can't start fails the attempt."""
+    try:
+        what = f"sweep {task.sweep} point {task.index}"
+        lease = pool.lease(
+            task.placement, task.config, task.max_jobs, task.max_rss, what, task.run, task.index
+        )
+        with lease as child:
+            if on_start is not None:
+                on_start(child.cores)
+            record = child.run(
+                task.job,
+                task.kwargs,
+                limits=task.limits,
+                attempt=attempt,
+                on_report=on_report,
+                checkpoints=checkpoints,
+                on_sample=on_sample,
+            )
+            pool.running.ended(task.run, task.index, attempt, child, record)
+            return record
+    except ChildDied as exc:
+        return PointRecord(task.index, error=f"child could not start: {exc}", output_tail=exc.output_tail)

@@ -1,0 +1,324 @@
+"""The per-worker core pool and the task every point runs as in a Dask worker thread.
+
+:class:`CorePool` is a ``distributed.WorkerPlugin``. It leases ``k`` of the CPUs in the
+worker process's affinity mask (on a batch node: the cores the batch system gave the job,
+not the whole node) to each running point, through the node-wide leases of
+:mod:`sweep.worker.leases`: disjoint from every other lease of every worker process and sweep of
+the user on the node. How many points a worker runs at once is Dask's ``threads`` resource.
+Each lease comes with a warm :class:`~sweep.worker.child.Child` pinned to exactly
+those cores; when the point ends the child goes back to an idle list keyed by its cores and
+config, and the next point that can take the same cores reuses it (no new ``import jax``).
+
+Children are recycled after ``max_jobs`` jobs, above ``max_rss`` bytes, or when they died;
+an idle child whose cores a new lease needs is closed first, so the live children's core
+sets never overlap. Children are spawned from long-lived threads of the pool (up to one per
+core, at most MAX_SPAWNERS, so that a worker of many cores starts its children at once rather
+than one after another), because ``PR_SET_PDEATHSIG`` fires when the spawning *thread*
+exits: these live as long as the pool, so children die with the worker process and never
+outlive it, even when it is SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+from distributed import WorkerPlugin, get_worker
+
+from sweep import _compat
+from sweep.logs import log_to_stderr
+from sweep.wire.childconfig import ChildConfig
+from sweep.wire.jobref import JobRef
+from sweep.wire.placement import Placement
+from sweep.wire.protocol import PointRecord
+from sweep.worker import batchjob, gpus, leases
+from sweep.worker.batchjob import batch_job_id
+from sweep.worker.child import Child
+from sweep.worker.childlog import remove_orphan_logs
+from sweep.worker.commands import PLUGIN_NAME, Prewarm
+from sweep.worker.gpus import GpuHeld
+from sweep.worker.mpi import MpiChild
+from sweep.worker.running import Running
+
+log = logging.getLogger(__name__)
+RETIRE_POLL_S = 0.5  # how often a retiring worker looks whether it can close
+LEASE_POLL_S = 0.2  # how often a waiting lease looks again for cores other processes freed
+WAIT_WARN_S = 30.0
+MAX_SPAWNERS = 16  # children a pool starts at once (each start is mostly waiting on its imports)
+
+WARM_JOB = JobRef("module", "sweep.cli.probe", "warm")
+
+
+class CorePool(WorkerPlugin):
+    """Core leases and warm children for one worker process.
+
+    The pool owns the first ``threads`` CPUs (the worker's ``threads`` resource) of the
+    worker's affinity mask, or all of them when the worker advertises no such resource.
+    Registered idempotently: a second sweep on the same client finds the children of the
+    first one still warm.
+    """
+
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self, log_level: int = logging.WARNING, warm: Prewarm | None = None) -> None:
+        """``warm``: the children to start and warm at setup (:meth:`prewarm`), so a worker
+        that joins later warms its children too."""
+        self.log_level = log_level
+        self.warm = warm
+
+    def setup(self, worker: Any = None) -> None:
+        """Claim the cores; all state is made here so the plugin itself pickles.
+
+        With ``log_level`` below WARNING (the client's ``sweep -v``), this worker's
+        ``sweep`` loggers write to its stderr (a batch job's log file on a cluster).
+        """
+        log_to_stderr(self.log_level)
+        remove_orphan_logs()  # those of workers of this node killed before they could
+        self.cores = tuple(sorted(os.sched_getaffinity(0)))
+        self.address = getattr(worker, "address", f"pid {os.getpid()}")
+        # where this worker runs, recorded with every point (read once: HTCondor's is a file)
+        self.host, self.batch_job = socket.gethostname(), batch_job_id(os.environ)
+        self._free: set[int] = set(self.cores)
+        self._idle: list[Child] = []
+        self._cond = threading.Condition()
+        # children start on these threads, several at once (a pool of many cores fills in the
+        # time one child takes to start, not one after another); they live as long as the pool,
+        # since a child dies with the thread that spawned it (PR_SET_PDEATHSIG)
+        self._spawner = ThreadPoolExecutor(
+            min(len(self.cores), MAX_SPAWNERS), thread_name_prefix="sweep-spawner"
+        )
+        self._locks = leases.NodeLocks()
+        self.devices = gpus.detect()  # what CUDA_VISIBLE_DEVICES may name (the batch job's)
+        self._gpu_locks = gpus.GpuLeases(self.devices)
+        self.running = Running()  # the children running jobs, the last attempts' output
+        self.job_end = batchjob.job_end()  # when this worker's batch job ends, if known
+        self.retiring = False  # no point starts here any more; closes once none runs
+        self._worker = worker
+        self.spawned = 0
+        if self.warm is not None:
+            self.warm.apply(self)
+
+    def teardown(self, worker: Any = None) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+        for child in idle:
+            child.close()
+        self._spawner.shutdown(wait=False)
+        self._locks.close()
+        self._gpu_locks.close()
+
+    @contextmanager
+    def lease(
+        self,
+        placement: Placement,
+        config: ChildConfig,
+        max_jobs: int = 500,
+        max_rss: int | None = None,
+        what: str = "a job",
+        owner: str = "",
+        point: tuple[int, ...] = (),
+    ) -> Iterator[Child]:
+        """Hold ``placement.cores`` cores of the node (see :mod:`sweep.worker.leases`), its
+        ``gpus`` devices or share of one (:mod:`sweep.worker.gpus`) and a warm child pinned to
+        them (an MPI world of ``placement.ranks`` ranks, never warm: :mod:`sweep.worker.mpi`).
+
+        Waits while fewer than ``k`` of this worker's cores (or too few device slots) are free
+        on the node (held by this worker or by another process of the user); after WAIT_WARN_S
+        it logs a warning naming the holders, once. On release the child goes back to the idle
+        list unless it died, has run ``max_jobs`` jobs, or holds more than ``max_rss`` bytes; a
+        GPU child keeps its devices and is reused only when they are free again.
+        """
+        k, gpus = placement.cores, placement.gpus
+        if k > len(self.cores):
+            raise ValueError(
+                f"a job asks for {k} cores but this worker has {len(self.cores)} "
+                f"({list(self.cores)}); lower resources.threads"
+            )
+        if gpus and gpus.__ceil__() > len(self.devices):
+            raise ValueError(
+                f"a job asks for {gpus:g} GPUs but worker {self.address} has {len(self.devices)}; "
+                "lower resources.gpus or run on nodes with devices (cluster.gpus)"
+            )
+        with self._cond:
+            child, held, device = self._wait_for_cores(k, config, f"{what} on worker {self.address}", gpus)
+            self._free -= set(held.cores)
+            stale = [c for c in self._idle if set(c.cores) & set(held.cores)]
+            self._idle = [c for c in self._idle if c not in stale]
+        try:
+            for c in stale:
+                c.close()
+            if child is None:
+                start: Callable[[], Child] = (
+                    partial(MpiChild, held.cores, config, device, placement.ranks)
+                    if placement.ranks > 1
+                    else partial(Child, held.cores, config, device)
+                )
+                child = self._spawner.submit(start).result()
+                self.spawned += 1
+            self.running.started(child, owner, point)
+            yield child
+        finally:
+            if child is not None:
+                self.running.finished(child)
+            if device is not None:
+                device.release()
+            self._give_back(held, child, max_jobs, max_rss)
+
+    def retire(self, why: str) -> None:
+        """Start no point here from now on, and close this worker gracefully once the points
+        running here have ended and the client has fetched their records (a record still in
+        this worker's memory would be lost with it, and its point run again); its batch job
+        then ends and the cluster replaces it. Closes anyway ``MARGIN_S`` before the job ends."""
+        if self.retiring or self._worker is None:
+            return
+        log.warning("worker %s retires: %s", self.address, why)
+        self.retiring = True
+        self._worker.loop.add_callback(self._close_when_drained, self._worker)
+
+    async def _close_when_drained(self, worker: Any) -> None:
+        end = (self.job_end or math.inf) - batchjob.MARGIN_S / 2
+        while (self.running.busy or len(worker.data)) and time.time() < end:
+            await asyncio.sleep(RETIRE_POLL_S)
+        await worker.close_gracefully(reason="sweep: batch job walltime")
+
+    def prewarm(self, placement: Placement, config: ChildConfig, max_jobs: int = 500) -> int:
+        """Start a child on each set of ``k`` (``placement.cores``) of this worker's free cores,
+        up to ``cores // k`` warm children of ``config``, and have it import jax
+        (:func:`sweep.cli.probe.warm`; not for a config whose jobs don't use it) in the
+        background; how many were started. Their cores are held while they warm, so a job that
+        arrives meanwhile waits for the warm child instead of starting another. Idle children
+        of another config are closed for them (as a lease of this config would); cores running
+        jobs are left alone. An MPI point's world is not prewarmed (it serves one attempt:
+        :mod:`sweep.worker.mpi`), nor a GPU point's child (it starts at its lease)."""
+        if placement.ranks > 1 or placement.gpus:
+            return 0
+        k = placement.cores
+        started = 0
+        while True:
+            with self._cond:
+                warm = sum(1 for c in self._idle if c.config == config and len(c.cores) == k)
+                if started + warm >= len(self.cores) // k or len(self._free) < k:
+                    return started
+                mine = {c for child in self._idle if child.config == config for c in child.cores}
+                held = self._locks.hold(sorted(self._free - mine), k, f"warming a child on {self.address}")
+                if held is None:
+                    return started
+                self._free -= set(held.cores)
+                stale = [c for c in self._idle if set(c.cores) & set(held.cores)]
+                self._idle = [c for c in self._idle if c not in stale]
+            for child in stale:
+                child.close()
+            threading.Thread(
+                target=self._warm, args=(held, config, max_jobs), name="sweep-prewarm", daemon=True
+            ).start()
+            started += 1
+
+    def _warm(self, held: leases.Held, config: ChildConfig, max_jobs: int) -> None:
+        child: Child | None = None
+        try:
+            child = self._spawner.submit(Child, held.cores, config).result()
+            self.spawned += 1
+            record = child.run(WARM_JOB, {}) if config.jax else PointRecord((), status="done")
+            if record.status != "done":
+                log.info("warming child pid %d failed: %s", child.pid, record.error[-200:])
+        except Exception as exc:  # a child that can't start: the first job will say why
+            log.info("warming a child on cores %s: %s", held.cores, exc)
+        finally:
+            self._give_back(held, child, max_jobs, None)
+
+    def _wait_for_cores(
+        self, k: int, config: ChildConfig, what: str, gpus: float = 0.0
+    ) -> tuple[Child | None, leases.Held, GpuHeld | None]:
+        """(a warm child to reuse or None, the node locks on its cores, its device slots);
+        called holding _cond."""
+        t0, warned = time.monotonic(), False
+        while True:
+            got = self._grab(k, config, what, gpus) if len(self._free) >= k else None
+            if got is not None:
+                return got
+            if not warned and time.monotonic() - t0 > WAIT_WARN_S:
+                log.warning(
+                    "%s waits for %d of cores %s; held now: %s", what, k, list(self.cores), leases.holders()
+                )
+                warned = True
+            self._cond.wait(LEASE_POLL_S)
+
+    def _grab(
+        self, k: int, config: ChildConfig, what: str, gpus: float = 0.0
+    ) -> tuple[Child | None, leases.Held, GpuHeld | None] | None:
+        """Lock the cores (and device slots) of a matching idle child, else k free cores no
+        idle child sits on first (keeps warm children warm) and free device slots; None when
+        the node has too few free."""
+        for child in self._idle:
+            if child.config == config and len(child.cores) == k and set(child.cores) <= self._free:
+                if _share(child) != gpus:
+                    continue
+                held = self._locks.hold(child.cores, k, what)
+                if held is None:
+                    continue
+                free, device = self._gpu_locks.hold_as(gpus, what, child.gpus)
+                if not free:
+                    held.release()
+                    continue
+                self._idle.remove(child)
+                return child, held, device
+        warm = {c for child in self._idle for c in child.cores}
+        held = self._locks.hold(sorted(self._free, key=lambda c: (c in warm, c)), k, what)
+        if held is None:
+            return None
+        free, device = self._gpu_locks.hold_as(gpus, what)
+        if not free:
+            held.release()
+            return None
+        return None, held, device
+
+    def _give_back(self, held: leases.Held, child: Child | None, max_jobs: int, max_rss: int | None) -> None:
+        keep = (
+            child is not None
+            and child.reusable
+            and child.alive()
+            and not child.unrestorable
+            and child.jobs_run < max_jobs
+            and (max_rss is None or child.process.rss() <= max_rss)
+        )
+        if child is not None and not keep:
+            log.info(
+                "recycling child pid %d after %d jobs (alive=%s, rss=%d)",
+                child.pid, child.jobs_run, child.alive(), child.process.rss(),
+            )  # fmt: skip
+            child.close()
+        with self._cond:
+            if keep and child is not None:
+                self._idle.append(child)
+            held.release()
+            self._free |= set(held.cores)
+            self._cond.notify_all()
+
+
+def _share(child: Child) -> float:
+    """The devices (or share of one) a child was started with: 0 for none."""
+    return (
+        0.0 if child.gpus is None else (child.gpus.share if child.gpus.share < 1 else len(child.gpus.devices))
+    )
+
+
+def of_this_worker() -> CorePool:
+    """The pool registered on the current worker (installed on first use if missing)."""
+    worker = get_worker()
+    pool = _compat.worker_plugin(worker, PLUGIN_NAME)
+    if pool is None:
+        log.info("core pool not registered on %s; installing it", worker.address)
+        _compat.install_worker_plugin(worker, CorePool(), PLUGIN_NAME)
+        pool = _compat.worker_plugin(worker, PLUGIN_NAME)
+    return pool

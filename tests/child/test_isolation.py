@@ -1,0 +1,75 @@
+"""A point's result never depends on which warm child ran it (found: trust issue)."""
+
+import pytest
+
+from sweep.model.job import parse_job
+from sweep.wire.childconfig import ChildConfig
+from sweep.wire.placement import Placement
+from sweep.worker.pool import CorePool
+from tests.helpers import job
+
+CONFIG = ChildConfig(cap=True, compile_cache=None)
+
+
+@pytest.fixture
+def pool(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEP_LEASE_DIR", str(tmp_path))
+    p = CorePool()
+    p.setup()
+    yield p
+    p.teardown()
+
+
+def run(pool, name, **kwargs):
+    with pool.lease(Placement(1), CONFIG) as child:
+        return child.run(parse_job(job(name)), kwargs)
+
+
+@pytest.mark.slow
+def test_a_job_that_turns_on_x64_does_not_leak_it_to_the_next(pool):
+    """Found: with one core, a job calling jax.config.update("jax_enable_x64", True) made the
+    next points of the sweep compute in float64 in the same child."""
+    first = run(pool, "x64_dtype", enable=True)
+    assert first.status == "done" and first.outputs["x64"].values == 1.0
+    second = run(pool, "x64_dtype")
+    assert second.status == "done", second.error
+    assert second.outputs["x64"].values == 0.0
+    assert second.pid != first.pid  # the changed child was replaced, not reused
+
+
+def test_cwd_environment_signals_and_a_closed_stdout_are_restored_in_the_same_child(pool):
+    """Found: a job that closed its stdout made a later job in the same child fail with
+    `OSError: [Errno 9] Bad file descriptor` on its first print."""
+    first = run(pool, "meddle")
+    second = run(pool, "meddle")
+    assert first.status == second.status == "done", second.error
+    assert second.pid == first.pid  # restorable: the warm child is kept
+    found = {k: v.values for k, v in second.outputs.items() if k != "pid"}
+    assert found == {"cwd_is_tmp": 0.0, "env_set": 0.0, "handler_set": 0.0}
+
+
+def test_a_job_that_leaves_jax_config_alone_keeps_its_warm_child(pool):
+    first = run(pool, "x64_dtype")
+    second = run(pool, "x64_dtype")
+    assert second.pid == first.pid and pool.spawned == 1
+
+
+def test_a_failed_import_that_left_a_package_half_imported_replaces_the_child(pool, tmp_path):
+    """Found under `ulimit -u`: an import of jax that failed midway left its submodules loaded;
+    the retry in the same child failed with `partially initialized module 'jax'` instead."""
+    pkg = tmp_path / "halfpkg"
+    pkg.mkdir()
+    (pkg / "version.py").write_text("v = 1\n")
+    flag = tmp_path / "fail-once"
+    flag.write_text("")
+    (pkg / "__init__.py").write_text(
+        "import os\nimport halfpkg.version\n"
+        f"if os.path.exists({str(flag)!r}):\n    os.remove({str(flag)!r})\n"
+        "    raise RuntimeError('can not start new thread')\n"
+        "x = halfpkg.version.v\n"
+    )
+    first = run(pool, "failing_import", folder=str(tmp_path))
+    assert first.status == "failed" and "can not start new thread" in first.error
+    second = run(pool, "failing_import", folder=str(tmp_path))
+    assert second.status == "done", second.error
+    assert second.pid != first.pid  # the half-imported child was replaced

@@ -1,0 +1,55 @@
+"""Submitting points through a bounded window, several short points per task (sweep/client/window.py)."""
+
+import pytest
+from distributed import Client
+
+from sweep import Sweep
+from sweep.client import window
+from sweep.client.window import chunk_size
+from tests.helpers import JOBS
+
+
+def test_chunks_hold_about_a_tenth_of_a_second_of_work_and_leave_the_end_to_every_slot():
+    assert chunk_size([], left=10_000, slots=2) == 1  # nothing measured yet: one point per task
+    assert chunk_size([0.0005] * 9, left=10_000, slots=2) == 200
+    assert chunk_size([1e-6], left=100_000, slots=2) == window.MAX_CHUNK
+    assert chunk_size([0.5, 2.0, 3.0], left=10_000, slots=2) == 1  # long jobs stay one per task
+    assert chunk_size([0.0005], left=40, slots=2) == 10  # the end: a fair share of what is left
+
+
+@pytest.mark.slow
+def test_a_sweep_never_has_more_than_its_window_in_flight_and_runs_every_point(
+    client: Client, tmp_path, monkeypatch
+):
+    in_flight: list[int] = []
+    tasks: list[int] = []
+    real_fill = window.Window.fill
+
+    def fill(self):
+        new = real_fill(self)
+        in_flight.append(len(self.in_flight))
+        tasks.append(len(new))
+        return new
+
+    monkeypatch.setattr(window.Window, "fill", fill)
+    monkeypatch.setattr(window, "MIN_IN_FLIGHT", 3)
+    monkeypatch.setattr(window, "IN_FLIGHT_PER_SLOT", 1)  # the session worker has 2 slots: 3 tasks at most
+    xs = [float(x) for x in range(600)]
+    ds = Sweep(f"{JOBS}:square", {"zip": {"x": xs}}, output=tmp_path / "o.zarr").run(
+        client=client, progress=False
+    )
+    assert (ds["status"] == "done").all() and list(ds["y"].values) == [x * x for x in xs]
+    assert max(in_flight) <= 3
+    assert 3 < sum(tasks) < 600  # short points were run several per task
+
+
+@pytest.mark.slow
+def test_a_hundred_thousand_points_run_to_the_end(client: Client, tmp_path):
+    """Found: 100,000 no-op points (a random space, Python API, local default) failed after 258
+    points: the client lost its connection to the scheduler."""
+    space = {"random": {"n": 100_000, "seed": 0, "axes": {"x": [0.0, 1.0]}}}
+    s = Sweep(f"{JOBS}:scaled", space, output=tmp_path / "big.zarr")
+    ds = s.run(client=client, progress=False)
+    assert int((ds["status"] == "done").sum()) == 100_000
+    assert s.stats["points_run"] == 100_000
+    assert float(ds["value"].isel(point=-1)) == float(ds["x"].isel(point=-1))
