@@ -132,3 +132,22 @@ def sleeper(i: int = 0, seconds: float = 3.0) -> dict:
 def many_outputs(x: int, n: int = 100) -> dict:
     """``n`` scalar outputs (one per frequency or mode, say)."""
     return {f"out_{i:04d}": float(x * i) for i in range(n)}
+
+
+def tpu_matmuls(x: int = 0, n: int = 2048, steps: int = 200) -> dict:
+    """A jitted step of n x n matmuls on JAX's default device, ``steps`` times; which platform
+    it ran on (1.0: a TPU) and the seconds per step after the compile."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jax.random.normal(jax.random.PRNGKey(x), (n, n), dtype=jnp.bfloat16)
+    step = jax.jit(lambda m: jnp.tanh(m @ m / n))
+    jax.block_until_ready(step(a))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        a = step(a)
+    jax.block_until_ready(a)
+    return {
+        "s_per_step": (time.perf_counter() - t0) / steps,
+        "tpu": float(jax.devices()[0].platform == "tpu"),
+    }

@@ -519,3 +519,14 @@ def allocate_logged(x: int = 0, mb: int = 400, hold: float = 1.0, folder: str = 
     time.sleep(hold)
     name.with_suffix(".end").write_text(repr(time.time()))
     return {"mb": float(len(block) >> 20)}
+
+
+def tpu_env(x: int = 0, seconds: float = 0.0) -> dict:
+    """What a TPU point's child was told of its chips, read from inside the job; its pid."""
+    time.sleep(seconds)
+    return {
+        "chip": float(os.environ.get("TPU_VISIBLE_CHIPS", "nan") or "nan"),
+        "port": float(os.environ.get("TPU_PROCESS_PORT", "nan") or "nan"),
+        "on_tpu": float(os.environ.get("JAX_PLATFORMS") == "tpu"),
+        "child_pid": float(os.getpid()),
+    }

@@ -209,10 +209,9 @@ def _submit(args: argparse.Namespace) -> int:
 
     s = _load(args)
     settings = backends.run_defaults(s.recipe.cluster, s.loaded.name, s.output)
-    k, memory = s.recipe.resources.cores, s.recipe.resources.memory
     if args.dry_run:
         plan.preflight(s.loaded)
-        print(f"plan: {clusters.plan_text(settings, k, len(s), memory, s.recipe.resources.gpus)}")
+        print(f"plan: {clusters.plan_text(settings, plan.placement(s.recipe), len(s))}")
         print(f"output: {s.output}")
         if settings.kind in backends.CLASSES:
             existed = s.output.exists()
@@ -391,9 +390,7 @@ def _validate(args: argparse.Namespace) -> int:
     from sweep.cluster import clusters
 
     plan.preflight(s.loaded)
-    plan_line = clusters.plan_text(
-        r.cluster, r.resources.cores, len(space), r.resources.memory, r.resources.gpus
-    )
+    plan_line = clusters.plan_text(r.cluster, plan.placement(r), len(space))
     print(f"  plan      {plan_line}")
     if s.loaded.search is not None:
         from sweep.model.searchspec import describe

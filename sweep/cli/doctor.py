@@ -90,7 +90,8 @@ def diagnose() -> dict[str, Any]:
         "core_leases": {"folder": str(leases.lease_dir()), "held": leases.holders()},
         "memory": _memory(),
         "mpi": _mpi(),
-        "gpus": _gpus(),
+        "gpus": _devices("gpus", (1, 0.5)),
+        "tpus": _devices("tpus", (1,)),
     }
     room = None if soft is None else soft - held
     dask = limits.DASK_THREADS + a
@@ -105,24 +106,33 @@ def diagnose() -> dict[str, Any]:
     return report
 
 
-def _gpus() -> dict[str, Any]:
-    """The devices a local worker would offer and what points asking 1 or 0.5 of them pack."""
+def _devices(name: str, amounts: tuple[float, ...]) -> dict[str, Any]:
+    """The devices of kind ``name`` a local worker would offer, and what points asking each of
+    ``amounts`` of them pack (:func:`sweep.worker.devices.plan_text`)."""
     from dataclasses import asdict
 
-    from sweep.worker import gpus
+    from sweep.worker.devices import plan_text
+    from sweep.worker.kinds import KINDS
 
-    devices = gpus.detect()
+    kind = KINDS[name]
+    devices = kind.find()
     return {
         "devices": [asdict(d) for d in devices],
-        "plan": {f"gpus={g:g}": gpus.plan_text(devices, g) for g in (1, 0.5)},
+        "plan": {f"{name}={g:g}": plan_text(kind, devices, g) for g in amounts},
     }
 
 
-def _gpus_text(found: dict[str, Any]) -> str:
+WHERE_FOUND = {"gpus": "nvidia-smi lists none", "tpus": "no /dev/accel* or /dev/vfio chips"}
+
+
+def _devices_text(name: str, found: dict[str, Any]) -> str:
     devices = found["devices"]
     if not devices:
-        return "none (nvidia-smi lists none; resources.gpus can't be asked here)"
-    listed = "; ".join(f"{d['index']}: {d['name']} {memory.shown(d['memory'])}" for d in devices)
+        return f"none ({WHERE_FOUND[name]}; resources.{name} can't be asked here)"
+    listed = "; ".join(
+        f"{d['index']}: {d['name']}" + (f" {memory.shown(d['memory'])}" if d["memory"] else "")
+        for d in devices
+    )
     return f"{listed}; " + ", ".join(found["plan"].values())
 
 
@@ -184,7 +194,8 @@ def render(report: dict[str, Any]) -> str:
         ),
         ("cgroup pids limit", cg["pids_max"] or "-"),
         ("MPI for resources.ranks", _mpi_text(report["mpi"])),
-        ("GPUs for resources.gpus", _gpus_text(report["gpus"])),
+        ("GPUs for resources.gpus", _devices_text("gpus", report["gpus"])),
+        ("TPU chips for resources.tpus", _devices_text("tpus", report["tpus"])),
         ("ulimit -u (soft / hard)", f"{u['soft'] or 'unlimited'} / {u['hard'] or 'unlimited'}"),
         ("threads you hold now", report["user_threads_now"]),
         ("JAX child, uncapped (measured)", m["uncapped"]),

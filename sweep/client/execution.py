@@ -274,7 +274,7 @@ class Execution:
             token,
             threads=r.cores,
             queue=SEARCH_QUEUE if study is not None else None,
-            gpus=r.gpus,
+            accelerator=plan.placement(self.recipe).accelerator,
             auto=plan.calibration(self.recipe, autothreads.stored_choice(store.attr(autothreads.ATTR))),
             auto_cores=self._largest_worker(client),
             memory=r.memory,

@@ -18,9 +18,10 @@ from sweep.errors import SweepWarning
 from sweep.model.recipe import LoadedRecipe, Recipe
 from sweep.wire.childconfig import ChildConfig, default_compile_cache
 from sweep.wire.events import LISTED_POINTS, SweepAnnounced
-from sweep.wire.placement import Placement, thread_budget
+from sweep.wire.placement import GPUS, TPUS, Placement, thread_budget
 from sweep.wire.task import Limits, PointTask
-from sweep.worker import gpus
+from sweep.worker import gpus, tpus
+from sweep.worker.kinds import KINDS, asked
 
 
 def child_config(recipe: Recipe, jax: bool = True) -> ChildConfig:
@@ -60,21 +61,21 @@ def preflight(loaded: LoadedRecipe, given_client: bool = False) -> None:
 
     r = loaded.recipe
     if not given_client:
-        clusters.preflight(
-            r.cluster, r.resources.cores, r.resources.memory, r.resources.ranks, r.resources.gpus
-        )
+        clusters.preflight(r.cluster, placement(r))
     local = r.cluster.kind == "local" or given_client
     mpi.preflight(r.resources.ranks, r.child.mpirun, local, loaded.job)
     if local:
         gpus.check_jax(child_platforms(r))
+        tpus.check_jax(child_platforms(r))
 
 
 def child_platforms(recipe: Recipe) -> str:
     """``JAX_PLATFORMS`` of the children: ``child.platforms`` when the recipe sets it, else
-    ``cuda`` for points that ask for GPUs and ``cpu`` for the others."""
+    the platform of the accelerator the points ask for (``cuda``, ``tpu``), else ``cpu``."""
     c = recipe.child
-    if "platforms" not in c.model_fields_set and recipe.resources.gpus > 0:
-        return "cuda"
+    wanted = asked(placement(recipe))
+    if "platforms" not in c.model_fields_set and wanted is not None:
+        return wanted[0].platform
     return c.platforms
 
 
@@ -105,10 +106,12 @@ def point_timeout(recipe: Recipe) -> float | None:
 
 def budget(recipe: Recipe, k: int | None = None) -> int:
     """Threads each point may hold: ``resources.thread_budget``, else 12 + 5k plus
-    ``resources.extra_threads`` (``k``: the point's cores, default ``resources.threads``); an
+    ``resources.extra_threads`` plus the threads of the device runtime of the accelerator it asks
+    for (``Kind.runtime_threads``) (``k``: the point's cores, default ``resources.threads``); an
     MPI point's ranks that each, plus the MPI runtime's own (:func:`sweep.worker.mpi.point_budget`)."""
     r = recipe.resources
-    per_rank = r.thread_budget or thread_budget(r.threads if k is None else k) + r.extra_threads
+    runtime = sum(KINDS[name].runtime_threads for name in (GPUS, TPUS) if getattr(r, name))
+    per_rank = r.thread_budget or thread_budget(r.threads if k is None else k) + r.extra_threads + runtime
     if r.ranks == 1:
         return per_rank
     from sweep.worker.mpi import point_budget
@@ -122,7 +125,7 @@ def placement(recipe: Recipe, k: int | None = None) -> Placement:
     worked out (:class:`~sweep.wire.placement.Placement`)."""
     r = recipe.resources
     k = r.threads if k is None else k
-    return Placement(k * r.ranks, budget(recipe, k), r.memory, r.gpus, r.ranks)
+    return Placement(k * r.ranks, budget(recipe, k), r.memory, r.gpus, r.ranks, r.tpus)
 
 
 def task_maker(

@@ -83,7 +83,7 @@ def set_up_pool(client: Client, loaded: LoadedRecipe, config: ChildConfig) -> No
     r = loaded.recipe
     level = logging.getLogger("sweep").getEffectiveLevel()
     warm = Prewarm(plan.placement(r), config, r.child.max_jobs)
-    prewarm = r.child.prewarm and not r.resources.gpus  # a GPU child starts at its lease
+    prewarm = r.child.prewarm and not (r.resources.gpus or r.resources.tpus)  # it starts at its lease
     pool = CorePool(log_level=level, warm=warm if prewarm else None)
     client.register_plugin(pool, name=CorePool.name)
     if prewarm:  # a pool registered before (its children are warm, or warm now)

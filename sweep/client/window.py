@@ -34,7 +34,6 @@ from sweep.client.autothreads import Calibration
 from sweep.wire.protocol import PointRecord
 from sweep.wire.task import PointTask
 from sweep.worker import batchjob, memory
-from sweep.worker.gpus import RESOURCE as GPUS
 from sweep.worker.points import run_points
 
 log = logging.getLogger(__name__)
@@ -70,7 +69,7 @@ class Window:
         memory: int | None = None,
         learn_memory: bool = False,
         offers_memory: bool = False,
-        gpus: float = 0.0,
+        accelerator: tuple[str, float] | None = None,
         auto: Calibration | None = None,
         auto_cores: int = 0,
     ) -> None:
@@ -80,14 +79,15 @@ class Window:
         ``memory``: the bytes each point asks (``resources.memory``); ``learn_memory``: without
         it, ask what the points that ended used (:func:`sweep.worker.memory.learned_ask`). Memory is
         asked only when ``offers_memory`` (a cluster this run started, whose workers all offer
-        it) or once a worker is seen to offer it (:mod:`sweep.worker.memory`). ``gpus``: the devices
-        (or share of one) each point asks, of workers that offer ``gpus`` (:mod:`sweep.worker.gpus`).
+        it) or once a worker is seen to offer it (:mod:`sweep.worker.memory`). ``accelerator``: the
+        (resource, amount) of GPUs or TPUs each point asks, of workers that offer them
+        (:class:`~sweep.wire.placement.Placement.accelerator`).
         ``auto``: a ``threads: auto`` sweep's calibration, which sets each task's k (one point a
         task, and no task beyond its points, until it has decided: :mod:`sweep.client.autothreads`);
         ``auto_cores``: the cores of the largest worker to expect while none has joined."""
         self.client = client
         self.threads = threads
-        self.gpus = gpus
+        self.accelerator = accelerator
         self.queue = queue
         self.tasks = tasks
         self.left = left  # points not yet submitted
@@ -122,7 +122,9 @@ class Window:
             count = sum(
                 min(
                     memory.at_once(int(o.get("threads", 0)), threads, o.get(memory.RESOURCE), ask)[0],
-                    int(o.get(GPUS, 0) // self.gpus) if self.gpus else 1 << 30,
+                    int(o.get(self.accelerator[0], 0) // self.accelerator[1])
+                    if self.accelerator
+                    else 1 << 30,
                 )
                 for o in offers
             )
@@ -138,8 +140,8 @@ class Window:
         asked: dict[str, float] = {"threads": threads}
         if ask is not None:
             asked[memory.RESOURCE] = ask
-        if self.gpus:
-            asked[GPUS] = self.gpus
+        if self.accelerator:
+            asked[self.accelerator[0]] = self.accelerator[1]
         return asked
 
     def _take(self) -> PointTask | None:

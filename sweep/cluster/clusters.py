@@ -17,7 +17,6 @@ gives each one k cores of its own.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import signal
 import socket
@@ -33,15 +32,15 @@ import dask.config
 from distributed import Client, Scheduler, SpecCluster
 
 from sweep import cadence
+from sweep.cluster import accelerators
 from sweep.cluster.localworker import QUIET, LocalWorker, short_logs
 from sweep.cluster.submissions import SubmissionWatch
 from sweep.errors import SweepError, SweepWarning
 from sweep.model import backends
 from sweep.model.recipe import ClusterSettings
+from sweep.wire.placement import GPUS, TPUS, Placement
 from sweep.worker import batchjob
-from sweep.worker.gpus import RESOURCE as GPUS
-from sweep.worker.gpus import detect
-from sweep.worker.gpus import points_at_once as gpu_points
+from sweep.worker.kinds import asked
 from sweep.worker.memory import RESOURCE, local_offer, shown, size
 from sweep.worker.memory import at_once as memory_at_once
 
@@ -70,12 +69,13 @@ def local_cluster(
     security: bool = True,
     memory: str | int | None = None,
     gpus: int | None = None,
+    tpus: int | None = None,
 ) -> SpecCluster:
     """The cluster of ``kind: local``: the scheduler in this process and one worker process
     with ``threads`` cores (default: all of this process's affinity), ``nthreads`` and
     ``resources={"threads": N, "memory": M}`` to match (M: ``memory``, default the memory
-    available less a margin, :func:`sweep.worker.memory.local_offer`) and ``"gpus": G`` (``gpus``,
-    default the devices :func:`sweep.worker.gpus.detect` finds; none: no such resource), every server
+    available less a margin, :func:`sweep.worker.memory.local_offer`), ``"gpus": G`` and ``"tpus": T``
+    (``gpus``, ``tpus``, default the devices this node has; none: no such resource), every server
     and the dashboard on 127.0.0.1. The
     worker is its own ``python -m sweep.cluster.localworker`` (:mod:`sweep.cluster.localworker`), so a script
     without ``if __name__ == "__main__":`` is never imported again. Use it from a notebook to
@@ -103,10 +103,10 @@ def local_cluster(
     if sec is not None:
         options["protocol"] = "tls"
     scheduler = {"cls": Scheduler, "options": options}
-    devices = len(detect()) if gpus is None else gpus
+    devices = accelerators.local_offers({GPUS: gpus, TPUS: tpus})
     worker = {
         "cls": LocalWorker,
-        "options": {"nthreads": n, "security": sec, "memory": local_offer(memory), "gpus": devices},
+        "options": {"nthreads": n, "security": sec, "memory": local_offer(memory), "devices": devices},
     }
     with _sigint_deferred(), dask.config.set(QUIET):  # read as the scheduler starts
         return SpecCluster(
@@ -147,14 +147,13 @@ def _sigint_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def preflight(
-    settings: ClusterSettings, threads: int, memory: int | None = None, ranks: int = 1, gpus: float = 0.0
-) -> None:
-    """Checks that need no cluster: a worker must be able to hold a job of ``threads`` cores
-    (``ranks`` MPI ranks of ``threads // ranks`` each) asking ``memory`` bytes
-    (``resources.memory``) and ``gpus`` devices (``resources.gpus``)."""
-    if gpus:
-        _gpu_preflight(settings, gpus)
+def preflight(settings: ClusterSettings, placement: Placement) -> None:
+    """Checks that need no cluster: a worker must be able to hold a point at ``placement``: its
+    cores (``ranks`` MPI ranks of ``cores // ranks`` each), memory ask and accelerators."""
+    threads, memory, ranks = placement.cores, placement.memory, placement.ranks
+    wanted = asked(placement)
+    if wanted is not None:
+        accelerators.preflight(settings, *wanted)
     if settings.kind == "local":
         n = settings.threads or local_cores()
         if n > local_cores():
@@ -179,29 +178,6 @@ def preflight(
             f"resources.memory={shown(memory)} but {where} offers {shown(offer)} "
             f"({'cluster.memory' if settings.memory else 'the memory available, less a margin'}); "
             "lower resources.memory or give the workers more (cluster.memory)"
-        )
-
-
-def _gpu_preflight(settings: ClusterSettings, gpus: float) -> None:
-    """A point asking ``gpus`` devices needs a worker that has that many."""
-    need = math.ceil(gpus)
-    if settings.kind == "local":
-        found = len(detect())
-        if settings.gpus is not None and settings.gpus > found:
-            raise ClusterError(
-                f"cluster.gpus={settings.gpus} but this machine has {found} GPU(s) (nvidia-smi lists the "
-                f"devices); set cluster.gpus to at most {found}, or leave it out"
-            )
-        have = settings.gpus if settings.gpus is not None else found
-        if need > have:
-            raise ClusterError(
-                f"resources.gpus={gpus:g} but the local worker has {have} GPU(s) (nvidia-smi lists the "
-                "devices; cluster.gpus overrides); run on a node with devices or drop resources.gpus"
-            )
-    elif settings.kind in backends.CLASSES and need > (settings.gpus or 0):
-        raise ClusterError(
-            f"resources.gpus={gpus:g} but a {settings.kind} job asks for {settings.gpus or 0} GPU(s); "
-            f"set cluster.gpus (devices per batch job) to at least {need}"
         )
 
 
@@ -231,11 +207,7 @@ def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
         tls_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         opts["shared_temp_directory"] = str(tls_dir)
     offer = f"threads={settings.cores},{RESOURCE}={size(settings.memory or 0)}"
-    if settings.gpus:  # the batch system gives the job its devices; the worker offers them
-        offer += f",{GPUS}={settings.gpus}"
-        opts["job_extra_directives"] = backends.gpu_directives(
-            settings.kind, settings.gpus, opts.get("job_extra_directives")
-        )
+    offer += accelerators.batch_offer(settings, opts)
     worker_args = [
         *opts.pop("worker_extra_args", []),
         "--resources",
@@ -293,25 +265,24 @@ def _resubmit_lost_jobs(
             cluster.scale(len(cluster.worker_spec))
 
 
-def plan_text(
-    settings: ClusterSettings, threads: int, points: int, memory: int | None = None, gpus: float = 0.0
-) -> str:
+def plan_text(settings: ClusterSettings, placement: Placement, points: int) -> str:
     """What a sweep on these settings will ask for, in words (``submit --dry-run``,
-    ``validate``): per worker, how many points of ``threads`` cores asking ``memory`` bytes and
-    ``gpus`` devices run at once, and whether cores, memory or GPUs limit it."""
+    ``validate``): per worker, how many points at ``placement`` (cores, memory ask, GPUs or
+    TPUs) run at once, and whether cores, memory or the accelerators limit it."""
+    threads, memory, wanted = placement.cores, placement.memory, asked(placement)
     asks = (
         f"{threads} cores"
         + (f" and {shown(memory)}" if memory else "")
-        + (f" and gpus={gpus:g}" if gpus else "")
+        + (f" and {wanted[0].resource}={wanted[1]:g}" if wanted else "")
     )
 
     def at_once(cores: int, offer: int | None) -> tuple[int, str]:
         at, by = memory_at_once(cores, threads, offer, memory)
-        if gpus:
-            devices = settings.gpus if settings.gpus is not None else len(detect())
-            by_gpus = gpu_points(devices, gpus)
-            if by_gpus < at:
-                return by_gpus, "GPUs"
+        if wanted is not None:
+            kind, amount = wanted
+            by_devices = kind.points_at_once(accelerators.offered(settings, kind) or 0, amount)
+            if by_devices < at:
+                return by_devices, f"{kind.noun}s"
         return at, by
 
     if settings.kind == "address":
@@ -365,11 +336,16 @@ def connect(
     For batch kinds, ``on_fatal`` is called (from another thread) with the batch system's
     message when submitting its jobs fails for good (:mod:`sweep.cluster.submissions`); the caller
     stops the sweep then (and raises :class:`SubmissionError`)."""
-    preflight(settings, threads)
+    preflight(settings, Placement(threads))
     if settings.kind == "local":
         with (
             local_cluster(
-                settings.threads, settings.dashboard, settings.security, settings.memory, settings.gpus
+                settings.threads,
+                settings.dashboard,
+                settings.security,
+                settings.memory,
+                settings.gpus,
+                settings.tpus,
             ) as cluster,
             Client(cluster, security=cluster.security) as client,
         ):

@@ -9,7 +9,7 @@ module is never imported again (what a job needs is sent to it: import paths or
 cloudpickle). :class:`LocalWorker` is the ``SpecCluster`` handle that starts and stops it.
 
 The process runs the Worker itself (``nthreads = N``, ``resources={"threads": N, "memory": M}``
-and ``gpus`` when the node has devices, on
+and ``gpus`` or ``tpus`` when the node has them, on
 127.0.0.1), not a Nanny that would spawn it: one interpreter start instead of two before the
 cluster is up (the jobs run in the pool's children anyway, never in the worker). What the
 Nanny gave, :class:`LocalWorker` does: a worker process killed or crashed (any exit but 0,
@@ -77,11 +77,12 @@ class LocalWorker(ProcessInterface):
         silence_logs: int = logging.ERROR,
         security: Any = None,
         memory: int | None = None,
-        gpus: int = 0,
+        devices: dict[str, int] | None = None,
     ):
         self.scheduler = scheduler
         self.options = {
-            "nthreads": nthreads, "name": name, "silence_logs": silence_logs, "memory": memory, "gpus": gpus,
+            "nthreads": nthreads, "name": name, "silence_logs": silence_logs, "memory": memory,
+            "devices": dict(devices or {}),
         }  # fmt: skip
         self.security = security  # a temporary Security: its worker credentials go down a pipe
         self.process: asyncio.subprocess.Process | None = None
@@ -207,8 +208,7 @@ async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int, securit
     resources: dict[str, float] = {"threads": n}
     if options.get("memory") is not None:
         resources["memory"] = float(options["memory"])
-    if options.get("gpus"):
-        resources["gpus"] = float(options["gpus"])
+    resources.update({name: float(n) for name, n in options.get("devices", {}).items() if n})
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with Worker(

@@ -44,6 +44,7 @@ class Resources(_Model):
     ranks: int = Field(1, ge=1)
     gpus: float = Field(0.0, ge=0)
     gpu_memory: int | None = Field(None, gt=0)
+    tpus: Literal[0, 1, 2, 4, 8] = 0
     memory: int | None = Field(None, gt=0)
     timeout: float | None = Field(None, gt=0)
     stall: float | None = Field(STALL_S, gt=0)
@@ -97,8 +98,14 @@ class Resources(_Model):
             raise ValueError(
                 "threads: auto does not apply to MPI points (resources.ranks > 1); give threads: N"
             )
-        if self.threads_auto is not None and self.gpus:
-            raise ValueError("threads: auto does not apply to GPU points (resources.gpus); give threads: N")
+        if self.threads_auto is not None and (self.gpus or self.tpus):
+            raise ValueError(
+                "threads: auto does not apply to GPU or TPU points (resources.gpus, tpus); give threads: N"
+            )
+        if self.gpus and self.tpus:
+            raise ValueError("a point asks for GPUs or TPUs, not both: drop resources.gpus or resources.tpus")
+        if self.tpus and self.ranks > 1:
+            raise ValueError("TPU points are one process: resources.tpus does not go with ranks > 1")
         return self
 
     @property
@@ -168,6 +175,7 @@ class ClusterSettings(_Model):
     address: str | None = None
     threads: int | None = Field(None, ge=1)
     gpus: int | None = Field(None, ge=0)
+    tpus: int | None = Field(None, ge=0)
     dashboard: str = "127.0.0.1:8787"
     cores: int | None = Field(None, ge=1)
     memory: str | None = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+GPUS, TPUS = "gpus", "tpus"  # the accelerators' recipe keys, Dask resources and cluster keys
 GPU_SLOTS = 12  # lock files per device: shares of 1/2, 1/3, 1/4, 1/6 and 1/12 are whole slots
 SHARE_TOLERANCE = 1e-4  # how near a whole number of slots a written share must come, relatively
 # threads a capped JAX child holds beyond its cores: JAX_BASE_THREADS + JAX_THREADS_PER_CORE * k
@@ -38,7 +39,7 @@ class Placement:
     recipe); ``ranks``: MPI ranks, each on ``cores // ranks`` of them; ``thread_budget``: OS
     threads the point's processes may hold; ``memory``: bytes the point asks of its worker
     (``resources.memory``; None: none asked, or learned by the client); ``gpus``: whole devices,
-    or a share of one.
+    or a share of one; ``tpus``: whole TPU chips (a point asks for one kind of accelerator).
     """
 
     cores: int = 1
@@ -46,10 +47,22 @@ class Placement:
     memory: int | None = None
     gpus: float = 0.0
     ranks: int = 1
+    tpus: int = 0
 
     def __post_init__(self) -> None:
         if self.cores < 1 or self.ranks < 1 or self.cores % self.ranks:
             raise ValueError(f"{self}: cores must be a positive multiple of ranks")
+        if self.gpus and self.tpus:
+            raise ValueError(f"{self}: a point asks for GPUs or TPUs, not both")
+
+    @property
+    def accelerator(self) -> tuple[str, float] | None:
+        """(its resource name, how many) of the accelerator the point asks for, if any."""
+        if self.gpus:
+            return GPUS, self.gpus
+        if self.tpus:
+            return TPUS, float(self.tpus)
+        return None
 
     @property
     def cores_per_rank(self) -> int:
@@ -57,7 +70,7 @@ class Placement:
 
     def resized(self, cores: int, thread_budget: int) -> Placement:
         """The same point on ``cores`` cores with that budget (``threads: auto``'s candidates)."""
-        return Placement(cores, thread_budget, self.memory, self.gpus, self.ranks)
+        return Placement(cores, thread_budget, self.memory, self.gpus, self.ranks, self.tpus)
 
 
 def gpu_slots(gpus: float) -> tuple[int, int]:

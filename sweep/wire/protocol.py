@@ -238,6 +238,9 @@ class PointRecord:
     gpus: tuple[str, ...] = field(
         default=(), metadata=_stored("str", "", "devices the child was given (CUDA_VISIBLE_DEVICES)")
     )
+    tpus: tuple[str, ...] = field(
+        default=(), metadata=_stored("str", "", "TPU chips the child held, for its whole life")
+    )
     peak_gpu_memory: int = field(
         default=0, metadata=_stored("int64", 0, "peak device memory of the job's processes", units="bytes")
     )
@@ -300,7 +303,7 @@ class PointRecord:
     def stored(self, name: str) -> Any:
         """The value of field ``name`` as the store holds it (tuples joined, reports as JSON)."""
         value = getattr(self, name)
-        if name in ("cores", "returned", "rank_threads", "rank_rss", "gpus"):
+        if name in ("cores", "returned", "rank_threads", "rank_rss", "gpus", "tpus"):
             return ",".join(map(str, value))
         if name == "reports":
             import json

@@ -62,7 +62,8 @@ from sweep.wire.protocol import (
 from sweep.wire.task import Limits
 from sweep.worker import gpus
 from sweep.worker.childlog import ChildLog
-from sweep.worker.gpus import GpuHeld
+from sweep.worker.devices import Held
+from sweep.worker.gpus import GPU
 from sweep.worker.oomkills import OomWatch
 from sweep.worker.process import ChildDied, Process, spawn
 from sweep.worker.replies import Job, Replies
@@ -101,11 +102,11 @@ class Child(Replies):
     reusable = True  # may serve another job (an MPI point's world serves one)
 
     def __init__(
-        self, cores: Sequence[int], config: ChildConfig = NO_CONFIG, gpus: GpuHeld | None = None
+        self, cores: Sequence[int], config: ChildConfig = NO_CONFIG, devices: Held | None = None
     ) -> None:
         self.cores = tuple(sorted(cores))
         self.config = config
-        self.gpus = gpus  # the device slots it was started with (sweep.worker.gpus), kept while it lives
+        self.devices = devices  # its accelerators (sweep.worker.devices): its environment names them
         self.jobs_run = 0
         self.attempt = 0  # of the job running or last run
         self.unrestorable: tuple[str, ...] = ()  # what a job changed here that can't be undone
@@ -141,9 +142,9 @@ class Child(Replies):
 
     def environ(self, config: ChildConfig, cores: Sequence[int] | None = None) -> dict[str, str]:
         """The child's environment: ``config``'s for ``cores`` (default its lease), and its
-        devices' (:meth:`sweep.worker.gpus.GpuHeld.environ`) when it holds some."""
+        devices' (:meth:`sweep.worker.devices.Held.environ`) when it holds some."""
         env = config.environ(self.cores if cores is None else cores)
-        return env if self.gpus is None else env | self.gpus.environ()
+        return env if self.devices is None else env | self.devices.environ()
 
     def _await_ready(self) -> None:
         """Wait for the child's Ready (ChildDied when it doesn't come)."""
@@ -179,6 +180,8 @@ class Child(Replies):
         """SIGKILL the child and everything it started, wait for them, release the pipes and
         the log file; idempotent."""
         self.process.reap(self.process.kill_tree())
+        if self.devices is not None and self.devices.kind.for_life:
+            self.devices.release()  # the process that opened them is gone
         for fd in (self._req_w, self._rep_r):
             try:
                 os.close(fd)
@@ -231,8 +234,8 @@ class Child(Replies):
         self._log_bytes = limits.log_bytes
         self.log.restart()
         record = PointRecord(index=(), cores=self.cores, pid=self.pid, started=time.time())
-        if self.gpus is not None:
-            record.gpus = tuple(d.index for d in self.gpus.devices)
+        if self.devices is not None:
+            setattr(record, self.devices.kind.resource, tuple(d.index for d in self.devices.devices))
         t0 = time.monotonic()
         try:
             protocol.send(self._req_w, RunJob(job, dict(kwargs), limits.checkpoint_bytes))
@@ -273,7 +276,7 @@ class Child(Replies):
             if on_sample is not None and now - told >= LIVE_EVERY_S:
                 on_sample(threads, rss, cpu_now, now - t0)
                 told = now
-            if self.gpus is not None and now - looked >= GPU_SAMPLE_S:
+            if self.devices is not None and self.devices.kind is GPU and now - looked >= GPU_SAMPLE_S:
                 gpu = gpus.used_memory([self.pid, *(p.pid for p in self.process.started)])
                 record.peak_gpu_memory = max(record.peak_gpu_memory, gpu)
                 looked = now

@@ -1,12 +1,10 @@
-"""GPU points: devices found on a node, leased node-wide like cores, and a child's view of them.
+"""GPU points: the GPU kind of device (:data:`GPU`; leases: :mod:`sweep.worker.devices`), the
+devices ``nvidia-smi`` finds, and their memory in use.
 
 ``resources.gpus: g`` asks for g devices per point: a whole number takes g whole devices; a
 fraction 1/m (0.5, 0.25, 1/3 as 0.333...) takes a share of one device, so m points share it.
-Each device has ``GPU_SLOTS`` lock files (:mod:`sweep.wire.placement`) in the node's lease folder
-(:mod:`sweep.worker.leases`, files
-``gpu-<uuid>-<slot>.lock``): a whole device is all its slots, a share ``g`` is ``g * SLOTS``
-of them, so whole and shared leases of every sweep and worker of the user on the node
-exclude each other exactly. A share must be a whole number of slots.
+Each device has ``GPU_SLOTS`` lock files (:mod:`sweep.wire.placement`), files
+``gpu-<uuid>-<slot>.lock``: a share ``g`` is ``g * GPU_SLOTS`` of them, a whole number of slots.
 
 The child of a GPU point is started with ``CUDA_VISIBLE_DEVICES`` (and ROCm's
 ``HIP_VISIBLE_DEVICES``) naming its devices, before JAX loads; a share also gets
@@ -25,29 +23,14 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
 from sweep.errors import SweepError
-from sweep.wire.placement import GPU_SLOTS as SLOTS
-from sweep.wire.placement import gpu_slots as slots
-from sweep.worker.leases import NodeLocks
+from sweep.wire.placement import GPU_SLOTS, GPUS
+from sweep.worker.devices import Device, Kind
 
-RESOURCE = "gpus"
 PREALLOCATED = 0.75  # XLA's default XLA_PYTHON_CLIENT_MEM_FRACTION
 FAKE = "SWEEP_FAKE_GPUS"
 SMI_TIMEOUT_S = 10.0
-
-
-@dataclass(frozen=True)
-class Device:
-    """One device as this process sees it: ``index`` (what ``CUDA_VISIBLE_DEVICES`` names),
-    ``key`` (node-wide identity: its UUID), ``name`` and ``memory`` (bytes)."""
-
-    index: str
-    key: str
-    name: str
-    memory: int
 
 
 def _fake(spec: str) -> list[Device]:
@@ -89,82 +72,6 @@ def _listed() -> list[Device]:
     except (OSError, subprocess.TimeoutExpired):
         return []
     return parse_smi(out.stdout) if out.returncode == 0 else []
-
-
-@dataclass
-class GpuHeld:
-    """Slots held on some devices; :meth:`release` (or this process's death) frees them."""
-
-    devices: tuple[Device, ...]
-    share: float
-    held: list[tuple[Device, tuple[int, ...]]]
-    leases: GpuLeases | None = None
-
-    def release(self) -> None:
-        if self.leases is not None:
-            for device, ids in self.held:
-                self.leases.release(device, ids)
-
-    def environ(self) -> dict[str, str]:
-        """What the child's environment says of these devices (set before JAX loads)."""
-        names = ",".join(d.index for d in self.devices)
-        env = {"CUDA_VISIBLE_DEVICES": names, "HIP_VISIBLE_DEVICES": names}
-        if self.share < 1:
-            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{PREALLOCATED * self.share:.3f}"
-        return env
-
-
-class GpuLeases:
-    """This process's handles on the node's device slots, one :class:`NodeLocks` per device.
-    It never asks again for a slot it holds (a second ``flock`` by the same open file would
-    succeed): those are kept in ``mine``."""
-
-    def __init__(self, devices: Sequence[Device], folder: Path | None = None) -> None:
-        self.devices = list(devices)
-        self._locks = {d.key: NodeLocks(folder, prefix=f"gpu-{d.key}") for d in self.devices}
-        self.mine: dict[str, set[int]] = {d.key: set() for d in self.devices}
-
-    def hold_as(self, gpus: float, what: str, held: GpuHeld | None = None) -> tuple[bool, GpuHeld | None]:
-        """(whether they were free, the device slots) for a point asking ``gpus`` (none asked:
-        (True, None)); for a warm child that ``held`` devices, those devices only: its
-        environment names them."""
-        if not gpus:
-            return True, None
-        mine = held.devices if held is not None else ()
-        device = self.hold(gpus, what, prefer=mine)
-        if device is not None and mine and device.devices != mine:
-            device.release()
-            return False, None
-        return device is not None, device
-
-    def hold(self, gpus: float, holder: str, prefer: Iterable[Device] = ()) -> GpuHeld | None:
-        """Slots for a point asking ``gpus`` (devices in ``prefer`` first), or None when the
-        node has too few free now."""
-        count, each = slots(gpus)
-        first = list(prefer)
-        order = first + [d for d in self.devices if d not in first]
-        got: list[tuple[Device, tuple[int, ...]]] = []
-        for device in order:
-            if len(got) == count:
-                break
-            free = [i for i in range(SLOTS) if i not in self.mine[device.key]]
-            held = self._locks[device.key].hold(free, each, holder)
-            if held is not None:
-                got.append((device, held.cores))
-                self.mine[device.key] |= set(held.cores)
-        found = GpuHeld(tuple(d for d, _ in got), min(1.0, gpus), got, self)
-        if len(got) < count:
-            found.release()
-            return None
-        return found
-
-    def release(self, device: Device, ids: tuple[int, ...]) -> None:
-        self._locks[device.key].release(ids)
-        self.mine[device.key] -= set(ids)
-
-    def close(self) -> None:
-        for locks in self._locks.values():
-            locks.close()
 
 
 class JaxWithoutCuda(SweepError, RuntimeError):
@@ -213,14 +120,16 @@ def apps_memory(text: str, pids: set[int]) -> int:
     return total
 
 
-def plan_text(devices: Sequence[Device], gpus: float) -> str:
-    """How many points asking ``gpus`` the devices run at once, for ``sweep doctor``."""
-    if not devices:
-        return "no devices"
-    return f"{points_at_once(len(devices), gpus)} points of gpus={gpus:g} at once on {len(devices)} device(s)"
+def environ(devices: Sequence[Device], share: float, on_node: int) -> dict[str, str]:
+    """What a GPU child's environment says of its devices: their names in
+    ``CUDA_VISIBLE_DEVICES`` and ``HIP_VISIBLE_DEVICES``, and for a share of one device its
+    part of the memory XLA preallocates."""
+    names = ",".join(d.index for d in devices)
+    env = {"CUDA_VISIBLE_DEVICES": names, "HIP_VISIBLE_DEVICES": names}
+    if share < 1:
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{PREALLOCATED * share:.3f}"
+    return env
 
 
-def points_at_once(devices: int, gpus: float) -> int:
-    """How many points asking ``gpus`` run at once on ``devices`` devices."""
-    count, each = slots(gpus)
-    return devices // count if gpus >= 1 else devices * (SLOTS // each)
+# the threads CUDA's runtime adds to a child's are not measured here (no GPU machine): none counted
+GPU = Kind(GPUS, "GPU", "cuda", GPU_SLOTS, for_life=False, runtime_threads=0, environ=environ, find=detect)

@@ -166,7 +166,7 @@ class MpiChild(Child):
         JobDone: "_rank_done",
     }
 
-    def __init__(self, cores: Any, config: ChildConfig, gpus: Any = None, ranks: int = 2) -> None:
+    def __init__(self, cores: Any, config: ChildConfig, devices: Any = None, ranks: int = 2) -> None:
         self.ranks = n = ranks
         ordered = sorted(cores)
         k = len(ordered) // n
@@ -178,7 +178,7 @@ class MpiChild(Child):
         self.rank_peaks: dict[int, tuple[int, int]] = {}
         self._ready_fd = -1
         self._dead_rank: int | None = None
-        super().__init__(cores, config, gpus)
+        super().__init__(cores, config, devices)
 
     def _start(self, config: ChildConfig) -> subprocess.Popen:
         try:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import socket
 import threading
@@ -41,12 +40,13 @@ from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
 from sweep.wire.placement import Placement
 from sweep.wire.protocol import PointRecord
-from sweep.worker import batchjob, gpus, leases
+from sweep.worker import batchjob, leases
 from sweep.worker.batchjob import batch_job_id
 from sweep.worker.child import Child
 from sweep.worker.childlog import remove_orphan_logs
 from sweep.worker.commands import PLUGIN_NAME, Prewarm
-from sweep.worker.gpus import GpuHeld
+from sweep.worker.devices import Held, NodeDevices
+from sweep.worker.kinds import KINDS
 from sweep.worker.mpi import MpiChild
 from sweep.worker.running import Running
 
@@ -99,8 +99,8 @@ class CorePool(WorkerPlugin):
             min(len(self.cores), MAX_SPAWNERS), thread_name_prefix="sweep-spawner"
         )
         self._locks = leases.NodeLocks()
-        self.devices = gpus.detect()  # what CUDA_VISIBLE_DEVICES may name (the batch job's)
-        self._gpu_locks = gpus.GpuLeases(self.devices)
+        # each kind's devices this worker may use (a batch job's: what CUDA_VISIBLE_DEVICES names)
+        self.accelerators = NodeDevices(KINDS)
         self.running = Running()  # the children running jobs, the last attempts' output
         self.job_end = batchjob.job_end()  # when this worker's batch job ends, if known
         self.retiring = False  # no point starts here any more; closes once none runs
@@ -116,7 +116,7 @@ class CorePool(WorkerPlugin):
             child.close()
         self._spawner.shutdown(wait=False)
         self._locks.close()
-        self._gpu_locks.close()
+        self.accelerators.close()
 
     @contextmanager
     def lease(
@@ -129,29 +129,26 @@ class CorePool(WorkerPlugin):
         owner: str = "",
         point: tuple[int, ...] = (),
     ) -> Iterator[Child]:
-        """Hold ``placement.cores`` cores of the node (see :mod:`sweep.worker.leases`), its
-        ``gpus`` devices or share of one (:mod:`sweep.worker.gpus`) and a warm child pinned to
-        them (an MPI world of ``placement.ranks`` ranks, never warm: :mod:`sweep.worker.mpi`).
+        """Hold ``placement.cores`` cores of the node (see :mod:`sweep.worker.leases`), the GPUs
+        (or share of one) or TPU chips it asks for (:mod:`sweep.worker.devices`) and a warm child
+        pinned to them (an MPI world of ``placement.ranks`` ranks, never warm: :mod:`sweep.worker.mpi`).
 
         Waits while fewer than ``k`` of this worker's cores (or too few device slots) are free
         on the node (held by this worker or by another process of the user); after WAIT_WARN_S
         it logs a warning naming the holders, once. On release the child goes back to the idle
         list unless it died, has run ``max_jobs`` jobs, or holds more than ``max_rss`` bytes; a
-        GPU child keeps its devices and is reused only when they are free again.
+        GPU child keeps its devices and is reused only when they are free again; a TPU child
+        holds its chips while it lives, and serves only points that ask for them.
         """
-        k, gpus = placement.cores, placement.gpus
+        k, wanted = placement.cores, placement.accelerator
         if k > len(self.cores):
             raise ValueError(
                 f"a job asks for {k} cores but this worker has {len(self.cores)} "
                 f"({list(self.cores)}); lower resources.threads"
             )
-        if gpus and gpus.__ceil__() > len(self.devices):
-            raise ValueError(
-                f"a job asks for {gpus:g} GPUs but worker {self.address} has {len(self.devices)}; "
-                "lower resources.gpus or run on nodes with devices (cluster.gpus)"
-            )
+        self.accelerators.check(wanted, self.address)
         with self._cond:
-            child, held, device = self._wait_for_cores(k, config, f"{what} on worker {self.address}", gpus)
+            child, held, device = self._wait_for_cores(k, config, f"{what} on worker {self.address}", wanted)
             self._free -= set(held.cores)
             stale = [c for c in self._idle if set(c.cores) & set(held.cores)]
             self._idle = [c for c in self._idle if c not in stale]
@@ -171,8 +168,8 @@ class CorePool(WorkerPlugin):
         finally:
             if child is not None:
                 self.running.finished(child)
-            if device is not None:
-                device.release()
+            if device is not None and (child is None or not device.kind.for_life):
+                device.release()  # a child that holds its devices for life releases them as it exits
             self._give_back(held, child, max_jobs, max_rss)
 
     def retire(self, why: str) -> None:
@@ -238,13 +235,13 @@ class CorePool(WorkerPlugin):
             self._give_back(held, child, max_jobs, None)
 
     def _wait_for_cores(
-        self, k: int, config: ChildConfig, what: str, gpus: float = 0.0
-    ) -> tuple[Child | None, leases.Held, GpuHeld | None]:
+        self, k: int, config: ChildConfig, what: str, wanted: tuple[str, float] | None = None
+    ) -> tuple[Child | None, leases.Held, Held | None]:
         """(a warm child to reuse or None, the node locks on its cores, its device slots);
         called holding _cond."""
         t0, warned = time.monotonic(), False
         while True:
-            got = self._grab(k, config, what, gpus) if len(self._free) >= k else None
+            got = self._grab(k, config, what, wanted) if len(self._free) >= k else None
             if got is not None:
                 return got
             if not warned and time.monotonic() - t0 > WAIT_WARN_S:
@@ -255,19 +252,20 @@ class CorePool(WorkerPlugin):
             self._cond.wait(LEASE_POLL_S)
 
     def _grab(
-        self, k: int, config: ChildConfig, what: str, gpus: float = 0.0
-    ) -> tuple[Child | None, leases.Held, GpuHeld | None] | None:
+        self, k: int, config: ChildConfig, what: str, wanted: tuple[str, float] | None = None
+    ) -> tuple[Child | None, leases.Held, Held | None] | None:
         """Lock the cores (and device slots) of a matching idle child, else k free cores no
         idle child sits on first (keeps warm children warm) and free device slots; None when
-        the node has too few free."""
+        the node has too few free. Chips an idle child holds for life are freed (the child
+        closed) when a point needs them and no such child can serve it."""
         for child in self._idle:
             if child.config == config and len(child.cores) == k and set(child.cores) <= self._free:
-                if _share(child) != gpus:
+                if _asks(child) != wanted:
                     continue
                 held = self._locks.hold(child.cores, k, what)
                 if held is None:
                     continue
-                free, device = self._gpu_locks.hold_as(gpus, what, child.gpus)
+                free, device = self.accelerators.hold(wanted, what, child.devices)
                 if not free:
                     held.release()
                     continue
@@ -277,11 +275,25 @@ class CorePool(WorkerPlugin):
         held = self._locks.hold(sorted(self._free, key=lambda c: (c in warm, c)), k, what)
         if held is None:
             return None
-        free, device = self._gpu_locks.hold_as(gpus, what)
+        free, device = self.accelerators.hold(wanted, what)
+        if not free and self._close_holder_of(wanted):
+            free, device = self.accelerators.hold(wanted, what)
         if not free:
             held.release()
             return None
         return None, held, device
+
+    def _close_holder_of(self, wanted: tuple[str, float] | None) -> bool:
+        """Close an idle child that holds, for life, devices of the kind ``wanted`` asks for;
+        whether there was one. Called holding _cond."""
+        kind = self.accelerators.kept_for_life(wanted)
+        holder = next((c for c in self._idle if kind and c.devices and c.devices.kind == kind), None)
+        if holder is None:
+            return False
+        self._idle.remove(holder)
+        log.info("closing idle child pid %d: a point needs its %s", holder.pid, kind)
+        holder.close()
+        return True
 
     def _give_back(self, held: leases.Held, child: Child | None, max_jobs: int, max_rss: int | None) -> None:
         keep = (
@@ -306,11 +318,10 @@ class CorePool(WorkerPlugin):
             self._cond.notify_all()
 
 
-def _share(child: Child) -> float:
-    """The devices (or share of one) a child was started with: 0 for none."""
-    return (
-        0.0 if child.gpus is None else (child.gpus.share if child.gpus.share < 1 else len(child.gpus.devices))
-    )
+def _asks(child: Child) -> tuple[str, float] | None:
+    """What a point a child can serve asks of accelerators: (resource, amount) of the devices
+    it was started with, or None for a child without (its environment names the devices)."""
+    return None if child.devices is None else (child.devices.kind.resource, child.devices.amount)
 
 
 def of_this_worker() -> CorePool:

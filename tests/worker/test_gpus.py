@@ -12,7 +12,9 @@ import pytest
 
 from sweep import Sweep
 from sweep.model.backends import gpu_directives
+from sweep.wire.placement import Placement
 from sweep.worker import gpus
+from sweep.worker.devices import Device, DeviceLeases, Held
 from tests.helpers import JOBS, cli, submit_side_by_side, write_recipe
 
 SMI = "0, GPU-aaaa, NVIDIA H200, 143771\n1, GPU-bbbb, NVIDIA H200, 143771\n"
@@ -29,12 +31,15 @@ def test_the_listing_is_read_from_nvidia_smi_or_the_fake_and_limited_to_visible_
 
 
 def test_whole_devices_and_shares_are_whole_numbers_of_slots():
-    assert gpus.slots(1) == (1, gpus.SLOTS) and gpus.slots(2) == (2, gpus.SLOTS)
-    assert gpus.slots(0.5) == (1, gpus.SLOTS // 2) and gpus.slots(0.25) == (1, gpus.SLOTS // 4)
+    assert gpus.GPU.split(1) == (1, gpus.GPU.slots) and gpus.GPU.split(2) == (2, gpus.GPU.slots)
+    assert gpus.GPU.split(0.5) == (1, gpus.GPU.slots // 2) and gpus.GPU.split(0.25) == (
+        1,
+        gpus.GPU.slots // 4,
+    )
     for bad in (0.4, 1.5, 0.33, 5e-8, 1e-9):  # 5e-8 once rounded to 0 slots and passed
         with pytest.raises(ValueError, match="resources.gpus"):
-            gpus.slots(bad)
-    assert gpus.slots(0.333333) == (1, 4) and gpus.slots(0.16667) == (1, 2)  # written by people
+            gpus.GPU.split(bad)
+    assert gpus.GPU.split(0.333333) == (1, 4) and gpus.GPU.split(0.16667) == (1, 2)  # written by people
 
 
 def test_a_recipe_share_may_be_a_fraction_and_says_how_to_write_a_third():
@@ -47,7 +52,7 @@ def test_a_recipe_share_may_be_a_fraction_and_says_how_to_write_a_third():
 
 def test_leases_of_two_workers_share_a_device_by_halves_and_never_past_it(tmp_path):
     devices = gpus.detect({gpus.FAKE: "2"})
-    a, b, c = (gpus.GpuLeases(devices, tmp_path) for _ in range(3))  # three processes' handles
+    a, b, c = (DeviceLeases(gpus.GPU, devices, tmp_path) for _ in range(3))  # three processes' handles
     first, second = a.hold(0.5, "first"), b.hold(0.5, "second")
     assert first.devices == second.devices == (devices[0],)  # two halves of device 0
     third = c.hold(0.5, "third")
@@ -63,13 +68,13 @@ def test_leases_of_two_workers_share_a_device_by_halves_and_never_past_it(tmp_pa
 
 
 def test_a_share_tells_the_child_its_device_and_memory_fraction():
-    held = gpus.GpuHeld((gpus.Device("1", "k", "d", 1 << 30),), 0.5, [])  # no leases: environ only
+    held = Held(gpus.GPU, (Device("1", "k", "d", 1 << 30),), 0.5, [])  # no leases: environ only
     assert held.environ() == {
         "CUDA_VISIBLE_DEVICES": "1",
         "HIP_VISIBLE_DEVICES": "1",
         "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.375",
     }
-    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in gpus.GpuHeld(held.devices, 1.0, []).environ()
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in Held(gpus.GPU, held.devices, 1.0, []).environ()
 
 
 def test_the_memory_of_a_points_processes_is_summed_from_nvidia_smi():
@@ -86,6 +91,7 @@ def test_batch_jobs_ask_their_scheduler_for_the_devices(kind, directive):
     assert gpu_directives("htcondor", 2, {"+Owner": "me"}) == {"+Owner": "me", "request_gpus": "2"}
 
 
+@pytest.mark.slow
 def test_a_slurm_job_script_asks_for_the_devices_and_its_worker_offers_them(tmp_path):
     recipe = write_recipe(
         tmp_path / "r.yaml",
@@ -142,6 +148,7 @@ def test_two_sweeps_asking_the_one_device_whole_never_run_at_once(tmp_path, monk
     assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans  # 2 cores, but one device
 
 
+@pytest.mark.slow
 def test_validate_refuses_gpus_without_devices_a_bad_share_and_a_jax_without_cuda(tmp_path, monkeypatch):
     base = {"job": "gpu_env", "params": {"grid": {"x": [0]}}, "output": tmp_path / "v.zarr"}
     monkeypatch.delenv(gpus.FAKE, raising=False)
@@ -167,7 +174,7 @@ def test_the_plan_names_gpus_as_the_limit_and_more_gpus_than_the_machine_is_refu
     from sweep.cluster.clusters import plan_text
     from sweep.model.recipe import ClusterSettings
 
-    line = plan_text(ClusterSettings(threads=8), 1, 3, None, 0.5)
+    line = plan_text(ClusterSettings(threads=8), Placement(1, gpus=0.5), 3)
     assert "2 points of 1 cores and gpus=0.5 at a time, limited by GPUs" in line, line
     recipe = write_recipe(tmp_path / "many.yaml", **base, resources={"gpus": 1}, cluster={"gpus": 2})
     r = cli("validate", str(recipe))
