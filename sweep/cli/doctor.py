@@ -22,7 +22,7 @@ from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
 from sweep.wire.placement import thread_budget
 from sweep.wire.task import Limits
-from sweep.worker import leases, memory
+from sweep.worker import leases, memory, pinning
 from sweep.worker.child import Child
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -90,6 +90,7 @@ def diagnose() -> dict[str, Any]:
         "core_leases": {"folder": str(leases.lease_dir()), "held": leases.holders()},
         "memory": _memory(),
         "mpi": _mpi(),
+        "affinity_enforced": pinning.enforced(),
         "gpus": _devices("gpus", (1, 0.5)),
         "tpus": _devices("tpus", (1,)),
     }
@@ -194,6 +195,7 @@ def render(report: dict[str, Any]) -> str:
         ),
         ("cgroup pids limit", cg["pids_max"] or "-"),
         ("MPI for resources.ranks", _mpi_text(report["mpi"])),
+        ("CPU pinning", pinning.describe(report["affinity_enforced"])),
         ("GPUs for resources.gpus", _devices_text("gpus", report["gpus"])),
         ("TPU chips for resources.tpus", _devices_text("tpus", report["tpus"])),
         ("ulimit -u (soft / hard)", f"{u['soft'] or 'unlimited'} / {u['hard'] or 'unlimited'}"),

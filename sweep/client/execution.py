@@ -30,6 +30,7 @@ from sweep.client.listeners.base import Listener, Run
 from sweep.client.listeners.checkpoints import RunCheckpoints
 from sweep.client.listeners.driverstate import DriverStateListener
 from sweep.client.listeners.learned import LearnedListener
+from sweep.client.listeners.pinning import PinningListener
 from sweep.client.listeners.progress import ProgressListener
 from sweep.client.listeners.study import StudyListener
 from sweep.client.loop import RunLoop
@@ -198,7 +199,7 @@ class Execution:
             study = self._study()
             listeners: list[Listener] = [ProgressListener(bar), saved, DriverStateListener(self.output, bar)]
             listeners += [study] if study is not None else []
-            listeners.append(LearnedListener())
+            listeners += [LearnedListener(), PinningListener()]
             make = plan.task_maker(self.loaded, token, self._config)
             tasks = (
                 study.tasks(sorted(todo), make)

@@ -245,6 +245,14 @@ class PointRecord:
         default=0, metadata=_stored("int64", 0, "peak device memory of the job's processes", units="bytes")
     )
     host: str = field(default="", metadata=_stored("str", "", "host the job ran on"))
+    affinity_enforced: int = field(
+        default=-1,
+        metadata=_stored(
+            "int64",
+            -1,
+            "whether the node enforced the CPU pin: 1 yes, 0 no (cores may be shared), -1 unknown",
+        ),
+    )
     batch_job: str = field(
         default="", metadata=_stored("str", "", "batch system job id of the worker (SLURM, PBS, ...)")
     )

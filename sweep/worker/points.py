@@ -92,6 +92,7 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
         index=task.index,
         attempts=attempt,
         host=host,
+        affinity_enforced=pool.pinning.result(),
         batch_job=pool.batch_job,
         thread_budget=task.placement.thread_budget,
         reports=reports,

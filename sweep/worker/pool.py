@@ -48,6 +48,7 @@ from sweep.worker.commands import PLUGIN_NAME, Prewarm
 from sweep.worker.devices import Held, NodeDevices
 from sweep.worker.kinds import KINDS
 from sweep.worker.mpi import MpiChild
+from sweep.worker.pinning import NodePinning
 from sweep.worker.running import Running
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class CorePool(WorkerPlugin):
         # each kind's devices this worker may use (a batch job's: what CUDA_VISIBLE_DEVICES names)
         self.accelerators = NodeDevices(KINDS)
         self.running = Running()  # the children running jobs, the last attempts' output
+        self.pinning = NodePinning()  # whether this node enforces the children's CPU pins
         self.job_end = batchjob.job_end()  # when this worker's batch job ends, if known
         self.retiring = False  # no point starts here any more; closes once none runs
         self._worker = worker
