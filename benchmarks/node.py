@@ -1,0 +1,165 @@
+"""N JAX jobs on every core of one node, without Dask: the fraction of the node's limit each
+way of running them reaches. Runs where no socket can be opened (the TPU machine).
+
+    python benchmarks/node.py --jobs 26 --repeat 3 --out node.json
+
+The limit is ``jobs x t1 / cores``: ``t1`` is one job's wall alone on one core (a capped child,
+XLA's client pool at one thread); a way's fraction is the limit over its wall. Ways, each
+``--repeat`` times, interleaved:
+
+* ``capped``: the project's default: a worker's CorePool (node-wide core leases, warm children
+  pinned to k = 1 core, the capped environment, a shared compile cache), ``cores`` at once,
+  after an untimed wave that warms the children;
+* ``capped_one_client_thread``: the same with ``NPROC = PJRT_NPROC = 1`` (what host callbacks
+  can't have: docs/threads.md);
+* ``uncapped``: ``python`` processes started as a job array would, ``cores`` at a time;
+* ``loky``: joblib's loky executor with ``cores`` workers (where joblib is installed).
+
+Every way runs ``JAX_PLATFORMS=cpu``. Also ``affinity_enforced``: whether the kernel enforces
+the children's pins here (:mod:`sweep.worker.pinning`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sweep.wire.childconfig import ChildConfig
+from sweep.wire.jobref import JobRef
+from sweep.wire.placement import Placement
+from sweep.worker import pinning
+from sweep.worker.pool import CorePool
+
+HERE = Path(__file__).resolve().parent
+JOB = JobRef("file", str(HERE / "jobs.py"), "matmul_grad")
+KWARGS = {"steps": 1350, "n": 256}  # about 4.5 s on one core of the TPU machine
+UNCAPPED = (
+    "import sys, psutil; sys.path.insert(0, {here!r}); from jobs import matmul_grad; "
+    "matmul_grad(**{kwargs!r}); print(psutil.Process().num_threads())"
+)
+
+
+def _capped(pool: CorePool, config: ChildConfig, jobs: int) -> tuple[float, list[int]]:
+    """Wall of ``jobs`` points on the pool's cores, and each one's peak threads."""
+
+    def one(_: int) -> int:
+        with pool.lease(Placement(1), config) as child:
+            record = child.run(JOB, KWARGS)
+            assert record.status == "done", record.error
+            return record.peak_threads
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(len(pool.cores)) as run:
+        peaks = list(run.map(one, range(jobs)))
+    return time.perf_counter() - t0, peaks
+
+
+def _warm_then(pool: CorePool, config: ChildConfig, jobs: int) -> tuple[float, list[int]]:
+    """:func:`_capped` once the pool's children of ``config`` are warm (an untimed first wave:
+    a sweep's children stay warm from point to point, what is timed is the packing)."""
+    _capped(pool, config, len(pool.cores))
+    return _capped(pool, config, jobs)
+
+
+def _uncapped(jobs: int, cores: int) -> tuple[float, list[int]]:
+    """Wall of ``jobs`` plain ``python`` processes, ``cores`` at a time, and their threads."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    code = UNCAPPED.format(here=str(HERE), kwargs=KWARGS)
+
+    def one(_: int) -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        return int(out.stdout.split()[-1])
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(cores) as run:
+        threads = list(run.map(one, range(jobs)))
+    return time.perf_counter() - t0, threads
+
+
+def _loky_job(_: int) -> int:
+    sys.path.insert(0, str(HERE))
+    import psutil
+    from jobs import matmul_grad
+
+    matmul_grad(**KWARGS)
+    return psutil.Process().num_threads()
+
+
+def _loky(jobs: int, cores: int) -> tuple[float, list[int]] | None:
+    try:
+        from joblib import Parallel, delayed
+    except ImportError:
+        return None
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    t0 = time.perf_counter()
+    threads = Parallel(n_jobs=cores, backend="loky")(delayed(_loky_job)(i) for i in range(jobs))
+    return time.perf_counter() - t0, list(threads)
+
+
+def run(jobs: int = 26, repeat: int = 3) -> dict[str, Any]:
+    cache = tempfile.mkdtemp(prefix="sweep-node-cache-")
+    default = ChildConfig(platforms="cpu", compile_cache=cache)
+    one_thread = ChildConfig(platforms="cpu", compile_cache=cache, env=(("NPROC", "1"), ("PJRT_NPROC", "1")))
+    pool = CorePool()
+    pool.setup()
+    cores = len(pool.cores)
+    walls: dict[str, list[float]] = {}
+    threads: dict[str, int] = {}
+    try:
+        _capped(pool, default, cores)  # warm the children and the compile cache
+        t1 = statistics.median(_capped(pool, one_thread, 1)[0] for _ in range(3))
+        for i in range(repeat):
+            ways = {
+                "capped": lambda: _warm_then(pool, default, jobs),
+                "capped_one_client_thread": lambda: _warm_then(pool, one_thread, jobs),
+                "uncapped": lambda: _uncapped(jobs, cores),
+                "loky": lambda: _loky(jobs, cores),
+            }
+            names = list(ways)
+            for name in names[i % len(names) :] + names[: i % len(names)]:  # the order rotates
+                got = ways[name]()
+                if got is not None:
+                    walls.setdefault(name, []).append(got[0])
+                    threads[name] = max(threads.get(name, 0), max(got[1]))
+    finally:
+        pool.teardown()
+    limit = jobs * t1 / cores
+    return {
+        "machine": {"cores": cores, "python": platform.python_version(), "platform": platform.platform()},
+        "affinity_enforced": pinning.enforced(),
+        "jobs": jobs,
+        "job": f"benchmarks/jobs.py:matmul_grad {KWARGS}",
+        "one_job_one_thread_s": t1,
+        "limit_s": limit,
+        "walls_s": walls,
+        "median_wall_s": {k: statistics.median(v) for k, v in walls.items()},
+        "fraction_of_limit": {k: limit / statistics.median(v) for k, v in walls.items()},
+        "peak_threads_per_job": threads,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=26)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default="node.json")
+    args = parser.parse_args()
+    result = run(args.jobs, args.repeat)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k != "walls_s"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
