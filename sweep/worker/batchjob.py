@@ -7,7 +7,7 @@ expected wall time plus ``MARGIN_S`` ends before the job does. The expected time
 recipe's ``resources.expected`` when given, else :func:`estimate` over the wall times of the
 points done so far (none before the first ends: the first points always start). A point that
 doesn't fit is handed back to the scheduler and its worker retires gracefully
-(:meth:`sweep.worker.pool.CorePool.retire`); ``cluster.jobs`` or ``cluster.adapt`` replace the batch
+(:meth:`sweep.worker.retirement.Retirement.retire`); ``cluster.jobs`` or ``cluster.adapt`` replace the batch
 job. When the estimate is wrong and the batch system ends the job mid-point, the point is
 requeued as for any lost worker: from its last checkpoint, without spending a retry.
 """

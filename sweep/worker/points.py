@@ -163,8 +163,9 @@ def run_points(tasks: list[PointTask], expected: float | None = None) -> list[Po
     starts: the task goes back to the scheduler (``Reschedule``) and the worker retires."""
     pool = of_this_worker()
     need = tasks[0].expected or expected
-    if pool.retiring or not batchjob.fits(None if need is None else need * len(tasks), pool.job_end):
-        pool.retire(f"its batch job ends before a point of {need or 0:.0f} s could")
+    ending = pool.retirement
+    if ending.retiring or not batchjob.fits(None if need is None else need * len(tasks), ending.job_end):
+        ending.retire(f"its batch job ends before a point of {need or 0:.0f} s could")
         raise Reschedule()
     if len(tasks) == 1:
         return [run_point(tasks[0])]

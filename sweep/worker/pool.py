@@ -20,7 +20,6 @@ outlive it, even when it is SIGKILLed.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
@@ -40,7 +39,7 @@ from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
 from sweep.wire.placement import Placement
 from sweep.wire.protocol import PointRecord
-from sweep.worker import batchjob, leases
+from sweep.worker import leases
 from sweep.worker.batchjob import batch_job_id
 from sweep.worker.child import Child
 from sweep.worker.childlog import remove_orphan_logs
@@ -49,10 +48,10 @@ from sweep.worker.devices import Held, NodeDevices
 from sweep.worker.kinds import KINDS
 from sweep.worker.mpi import MpiChild
 from sweep.worker.pinning import NodePinning
+from sweep.worker.retirement import Retirement
 from sweep.worker.running import Running
 
 log = logging.getLogger(__name__)
-RETIRE_POLL_S = 0.5  # how often a retiring worker looks whether it can close
 LEASE_POLL_S = 0.2  # how often a waiting lease looks again for cores other processes freed
 WAIT_WARN_S = 30.0
 MAX_SPAWNERS = 16  # children a pool starts at once (each start is mostly waiting on its imports)
@@ -104,9 +103,7 @@ class CorePool(WorkerPlugin):
         self.accelerators = NodeDevices(KINDS)
         self.running = Running()  # the children running jobs, the last attempts' output
         self.pinning = NodePinning()  # whether this node enforces the children's CPU pins
-        self.job_end = batchjob.job_end()  # when this worker's batch job ends, if known
-        self.retiring = False  # no point starts here any more; closes once none runs
-        self._worker = worker
+        self.retirement = Retirement(worker, self.address, lambda: bool(self.running.busy))
         self.spawned = 0
         if self.warm is not None:
             self.warm.apply(self)
@@ -173,23 +170,6 @@ class CorePool(WorkerPlugin):
             if device is not None and (child is None or not device.kind.for_life):
                 device.release()  # a child that holds its devices for life releases them as it exits
             self._give_back(held, child, max_jobs, max_rss)
-
-    def retire(self, why: str) -> None:
-        """Start no point here from now on, and close this worker gracefully once the points
-        running here have ended and the client has fetched their records (a record still in
-        this worker's memory would be lost with it, and its point run again); its batch job
-        then ends and the cluster replaces it. Closes anyway ``MARGIN_S`` before the job ends."""
-        if self.retiring or self._worker is None:
-            return
-        log.warning("worker %s retires: %s", self.address, why)
-        self.retiring = True
-        self._worker.loop.add_callback(self._close_when_drained, self._worker)
-
-    async def _close_when_drained(self, worker: Any) -> None:
-        end = (self.job_end or math.inf) - batchjob.MARGIN_S / 2
-        while (self.running.busy or len(worker.data)) and time.time() < end:
-            await asyncio.sleep(RETIRE_POLL_S)
-        await worker.close_gracefully(reason="sweep: batch job walltime")
 
     def prewarm(self, placement: Placement, config: ChildConfig, max_jobs: int = 500) -> int:
         """Start a child on each set of ``k`` (``placement.cores``) of this worker's free cores,
