@@ -49,7 +49,7 @@ $(LOWEST)/.installed: pyproject.toml scripts/lowest-env.sh | $(TEST_STAMP)
 
 # the fast tests, and every test of the store, whose zarr and xarray calls change most between versions
 test-lowest: $(LOWEST)/.installed
-	$(LOWEST)/bin/python -m pytest -q -ra -p no:cacheprovider -m "not slow"
+	SWEEP_FAST_LIMIT_S=0 $(LOWEST)/bin/python -m pytest -q -ra -p no:cacheprovider -m "not slow"
 	$(LOWEST)/bin/python -m pytest -q -ra -p no:cacheprovider -m slow tests/store/test_zarrstore.py tests/store/test_growth.py tests/store/test_integrity.py
 	rm -rf $(LOWEST)/quickstart.zarr
 	$(LOWEST)/bin/sweep submit recipes/quickstart.yaml --output $(LOWEST)/quickstart.zarr --no-progress

@@ -4,6 +4,7 @@ import itertools
 import os
 import pwd
 import shlex
+import signal
 import socket
 import stat
 import subprocess
@@ -24,6 +25,14 @@ def sweep_command(*args: str) -> list[str]:
     """The command line of ``sweep ARGS...`` in a fresh interpreter of this environment: every
     CLI run of the tests starts from it (:func:`cli`, or Popen for one that runs beside a test)."""
     return [sys.executable, "-m", "sweep.cli", *map(str, args)]
+
+
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` of a process a test sends a terminal's signals to (Ctrl-C's SIGINT, a
+    closed terminal's SIGHUP): they act as they do from a terminal, even when the test run was
+    started in the background or under nohup, where they are ignored and its children inherit it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def sweep_shell(*args: str) -> str:

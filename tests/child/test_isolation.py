@@ -48,6 +48,7 @@ def test_cwd_environment_signals_and_a_closed_stdout_are_restored_in_the_same_ch
     assert found == {"cwd_is_tmp": 0.0, "env_set": 0.0, "handler_set": 0.0}
 
 
+@pytest.mark.slow
 def test_a_job_that_leaves_jax_config_alone_keeps_its_warm_child(pool):
     first = run(pool, "x64_dtype")
     second = run(pool, "x64_dtype")

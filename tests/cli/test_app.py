@@ -170,6 +170,7 @@ def test_validate_shows_only_the_resources_that_are_set(capsys):
     assert "memory=1024MiB" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_ls_lines_up_its_columns(client, tmp_path, capsys):
     for name in ("a", "a-much-longer-name"):
         out = tmp_path / "results" / f"{name}.zarr"

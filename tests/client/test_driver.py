@@ -14,7 +14,16 @@ import psutil
 import pytest
 
 from sweep import Sweep, open_results
-from tests.helpers import JOBS, ROOT, cli, sweep_command, sweep_shell, wait_for, write_recipe
+from tests.helpers import (
+    JOBS,
+    ROOT,
+    as_from_a_terminal,
+    cli,
+    sweep_command,
+    sweep_shell,
+    wait_for,
+    write_recipe,
+)
 
 
 def recipe(tmp_path: Path, name: str, points: int, seconds: float) -> Path:
@@ -52,6 +61,7 @@ def test_a_detached_sweep_survives_its_terminal_and_attach_follows_it_to_the_end
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=as_from_a_terminal,
     )
     assert term.stdout is not None
     printed = ""

@@ -16,7 +16,16 @@ import yaml
 
 from sweep import Sweep, open_results
 from sweep.errors import SweepWarning
-from tests.helpers import JOBS, ROOT, cli, cli_submit, kill_the_worker_mid_sweep, sweep_command, wait_for
+from tests.helpers import (
+    JOBS,
+    ROOT,
+    as_from_a_terminal,
+    cli,
+    cli_submit,
+    kill_the_worker_mid_sweep,
+    sweep_command,
+    wait_for,
+)
 
 
 def worker_pids(client) -> set[int]:
@@ -277,6 +286,7 @@ def test_an_unwritable_compile_cache_warns_once_and_the_sweep_runs(client, tmp_p
     assert (ds["status"] == "done").all(), ds["error"].values
 
 
+@pytest.mark.slow
 def test_inherited_xla_device_flags_are_dropped_with_one_warning(client, tmp_path, monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
     with pytest.warns(SweepWarning, match="xla_force_host_platform_device_count=8"):
@@ -293,6 +303,7 @@ def test_ctrl_c_is_one_line_exit_130_and_resumes(tmp_path, after):
     proc = subprocess.Popen(
         sweep_command("submit", str(recipe), "--no-progress"),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     if after != "two points":  # during start-up: imports, the cluster's start

@@ -153,6 +153,7 @@ def test_retry_of_a_python_callable_store_says_to_use_python(client, tmp_path, c
     assert "rerun it from Python" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_provenance_names_the_command_versions_and_git_commit(client, tmp_path, capsys):
     import subprocess
 

@@ -33,6 +33,7 @@ def drift(client, out, how):
         ("coords", "coordinate 't' is [0.0, 10.0, 20.0] here but [0.0, 1.0, 2.0] in the store"),
     ],
 )
+@pytest.mark.slow
 def test_an_output_that_drifts_from_the_stores_schema_fails_its_point(client, out, how, reason):
     ds = drift(client, out, how)
     assert ds["status"].sel(x=1).item() == "done"

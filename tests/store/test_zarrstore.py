@@ -149,6 +149,7 @@ def test_a_store_made_before_points_recorded_their_inputs_opens_and_resumes(clie
     assert set(ds["returned"].values) == {",".join(json.loads(ds.attrs["sweep_outputs"]))}
 
 
+@pytest.mark.slow
 def test_a_finished_store_opens_in_plain_xarray_without_a_warning_and_stays_true_on_growth(client, out):
     """Plain ``xarray.open_zarr`` (consolidated metadata first) reads every variable and point,
     with no warning about unconsolidated metadata or the driver's side files."""

@@ -74,6 +74,7 @@ def run_alone(name: str, kwargs: dict, limits: Limits):
         child.kill()
 
 
+@pytest.mark.slow
 def test_a_job_without_cpu_for_the_stall_time_is_killed_with_its_stacks():
     out, child = run_alone("sleepy", {"x": 1, "seconds": 120}, Limits(stall=1.5))
     assert out.status == "stalled" and "no CPU time for" in out.error and "resources.stall" in out.error
