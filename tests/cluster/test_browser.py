@@ -117,10 +117,12 @@ def test_the_sweep_page_of_a_search_draws_best_so_far_and_running_curves(client,
     with watching(client, s) as (page, base):
         wait_for(lambda: page.goto(f"{base}/sweep").ok, seconds=60)  # once the sweep added its page
         page.wait_for_selector("text=browsersearch", timeout=30_000)
-        # two trials done: the best-so-far line; trials running: their curves in colour
-        wait_for(lambda: page.locator("svg#best polyline").count() == 1, seconds=90)
-        wait_for(lambda: page.locator("svg#best circle").count() >= 2, seconds=90)
-        wait_for(lambda: page.locator("svg#curves polyline.running-curve").count() >= 1, seconds=60)
+        # two trials done: the best-so-far line; trials running: their curves in colour. The page
+        # lists the newest sweep first: earlier searches of the session's scheduler come after it
+        best, curves = page.locator("svg#best").first, page.locator("svg#curves").first
+        wait_for(lambda: best.locator("polyline").count() == 1, seconds=90)
+        wait_for(lambda: best.locator("circle").count() >= 2, seconds=90)
+        wait_for(lambda: curves.locator("polyline.running-curve").count() >= 1, seconds=60)
         text = page.inner_text("#sweeps")
         page.screenshot(path=str(ARTIFACTS / "sweep-search-page.png"), full_page=True)
     assert "best loss so far (min)" in text and "40 points" in text and "lr" in text
