@@ -378,6 +378,7 @@ def _validate(args: argparse.Namespace) -> int:
         )
         + (f" ranks={r.resources.ranks}" if r.resources.ranks > 1 else "")
         + (f" gpus={r.resources.gpus:g}" if r.resources.gpus else "")
+        + (f" tpus={r.resources.tpus}" if r.resources.tpus else "")
         + (f" memory={r.resources.memory / 2**20:.0f}MiB" if r.resources.memory else "")
         + "".join(
             f" {key}={value:g}" for key in ("timeout", "stall") if (value := getattr(r.resources, key))

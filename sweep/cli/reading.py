@@ -184,10 +184,12 @@ def _status(args: argparse.Namespace) -> int:
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")
     _print_running(ds, running)
-    if "sweep_memory_ask" in ds.attrs:
+    from sweep.client.listeners.learned import MEMORY_ATTR
+
+    if MEMORY_ATTR in ds.attrs:
         from sweep.worker import memory
 
-        ask = json.loads(ds.attrs["sweep_memory_ask"])
+        ask = json.loads(ds.attrs[MEMORY_ATTR])
         print(
             f"  memory   points asked {memory.shown(ask['bytes'])} each ({memory.LEARN_FACTOR:g}x the "
             f"largest peak RSS of the first {ask['learned_from']} points; resources.memory sets it)"

@@ -82,9 +82,8 @@ def set_up_pool(client: Client, loaded: LoadedRecipe, config: ChildConfig) -> No
     so the children start while the store opens and the sweep is set up."""
     r = loaded.recipe
     level = logging.getLogger("sweep").getEffectiveLevel()
-    warm = Prewarm(plan.placement(r), config, r.child.max_jobs)
-    prewarm = r.child.prewarm and not (r.resources.gpus or r.resources.tpus)  # it starts at its lease
-    pool = CorePool(log_level=level, warm=warm if prewarm else None)
-    client.register_plugin(pool, name=CorePool.name)
-    if prewarm:  # a pool registered before (its children are warm, or warm now)
+    # the pool warms what it can: not an MPI world, nor a child of GPUs or TPUs (CorePool.prewarm)
+    warm = Prewarm(plan.placement(r), config, r.child.max_jobs) if r.child.prewarm else None
+    client.register_plugin(CorePool(log_level=level, warm=warm), name=CorePool.name)
+    if warm is not None:  # a pool registered before (its children are warm, or warm now)
         client.run(on_pool, warm)

@@ -21,18 +21,18 @@ def offered(settings: Any, kind: Kind) -> int | None:
     """The devices of ``kind`` one worker of ``settings`` offers: the cluster key, else on a
     local cluster those this node has; None where the workers say it themselves."""
     given = getattr(settings, kind.resource)
-    if given is not None or settings.kind != "local":
-        return given
-    return len(kind.find())
+    return _local(kind, given) if settings.kind == "local" else given
 
 
 def local_offers(given: dict[str, int | None]) -> dict[str, int]:
     """What the local worker offers of each kind: ``given`` (a kind's ``cluster`` key), else
     the devices this node has."""
-    return {
-        name: len(kind.find()) if given.get(name) is None else int(given[name] or 0)
-        for name, kind in KINDS.items()
-    }
+    return {name: _local(kind, given.get(name)) for name, kind in KINDS.items()}
+
+
+def _local(kind: Kind, given: int | None) -> int:
+    """The devices of ``kind`` the local worker offers: ``given``, else those this node has."""
+    return len(kind.find()) if given is None else given
 
 
 def preflight(settings: Any, kind: Kind, amount: float) -> None:

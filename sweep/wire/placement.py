@@ -64,14 +64,6 @@ class Placement:
             return TPUS, float(self.tpus)
         return None
 
-    @property
-    def cores_per_rank(self) -> int:
-        return self.cores // self.ranks
-
-    def resized(self, cores: int, thread_budget: int) -> Placement:
-        """The same point on ``cores`` cores with that budget (``threads: auto``'s candidates)."""
-        return Placement(cores, thread_budget, self.memory, self.gpus, self.ranks, self.tpus)
-
 
 def gpu_slots(gpus: float) -> tuple[int, int]:
     """(devices, slots on each) a point asking ``gpus`` holds; ValueError naming the fix for a

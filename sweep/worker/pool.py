@@ -274,7 +274,7 @@ class CorePool(WorkerPlugin):
             return False
         self._idle.remove(holder)
         log.info("closing idle child pid %d: a point needs its %s", holder.pid, kind)
-        holder.close()
+        holder.kill()  # idle: nothing to lose, and _cond is held (a graceful close waits on libtpu)
         return True
 
     def _give_back(self, held: leases.Held, child: Child | None, max_jobs: int, max_rss: int | None) -> None:

@@ -31,8 +31,9 @@ from sweep.worker.devices import Device, Kind
 FAKE = "SWEEP_FAKE_TPUS"
 BASE_PORT = 8476  # libtpu's default process port; a child on chip i takes BASE_PORT + i
 DEV = Path("/dev")
-# threads libtpu adds to a capped child, beyond a CPU child's 12 + 5k: measured on a TPU v5e
-# machine (one chip, 13 cores), JAX 0.10.2 (docs/threads.md, benchmarks/results.json)
+# threads a TPU point's budget adds to a CPU child's 12 + 5k for libtpu's own: a TPU child held at
+# most 131 threads at k = 1 (114 over 17) and 124 at k = 2 on a TPU v5e, JAX 0.10.2
+# (benchmarks/tpu_points.py; docs/threads.md); 140 leaves room for another libtpu's few more
 RUNTIME_THREADS = 140
 
 
