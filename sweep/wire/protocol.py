@@ -254,7 +254,13 @@ class PointRecord:
         ),
     )
     batch_job: str = field(
-        default="", metadata=_stored("str", "", "batch system job id of the worker (SLURM, PBS, ...)")
+        default="",
+        metadata=_stored(
+            "str",
+            "",
+            'batch system job id of the worker (SLURM, PBS, ...); "ID (restart N)": a requeued '
+            "SLURM job's run N+1",
+        ),
     )
     pid: int = field(default=0, metadata=_stored("int64", 0, "pid of the child that ran the job"))
     started: float = field(default=NAN, metadata=_stored("float64", NAN, "job start", **TIME_ATTRS))

@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 # Environment variable holding the batch job id on a worker, per scheduler. HTCondor sets
 # none: its job ad (the file named by _CONDOR_JOB_AD) has the JobId dask-jobqueue gives it.
 JOB_ID_VARS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
+# The variable counting how often the batch system restarted the job, where it has one: SLURM
+# requeues a job whose node fails or that is preempted, and runs it again under the same id.
+RESTART_VARS = {"SLURM_JOB_ID": "SLURM_RESTART_COUNT"}
 END_VAR = "SWEEP_JOB_END"
 MARGIN_S = 10.0  # a point must end this long before its batch job does
 
@@ -67,10 +70,15 @@ def batch_job_id(environ: Mapping[str, str]) -> str:
 
     SLURM, PBS, LSF and SGE put it in a variable; under HTCondor it is the job ad's ``JobId``
     (``MY.JobId = "$(ClusterId).$(ProcId)"`` in dask-jobqueue's submit description), read
-    from the file ``$_CONDOR_JOB_AD``, else its ``ClusterId`` and ``ProcId``.
+    from the file ``$_CONDOR_JOB_AD``, else its ``ClusterId`` and ``ProcId``. A job the batch
+    system requeued and ran again is a new run of the same id: ``"15 (restart 1)"`` is SLURM
+    job 15's second run (``$SLURM_RESTART_COUNT``), so results tell its two runs apart.
     """
     for name in JOB_ID_VARS:
         if environ.get(name):
+            restarts = environ.get(RESTART_VARS.get(name, ""), "0")
+            if restarts.isdigit() and int(restarts) > 0:
+                return f"{environ[name]} (restart {int(restarts)})"
             return environ[name]
     ad = environ.get("_CONDOR_JOB_AD")
     if not ad:

@@ -45,3 +45,10 @@ def test_the_estimate_is_the_longest_of_few_points_then_the_90th_percentile():
     assert batchjob.estimate([]) is None
     assert batchjob.estimate([3.0, float("nan"), 5.0, 4.0]) == 5.0
     assert batchjob.estimate([float(i) for i in range(1, 101)]) == 90.0
+
+
+def test_a_job_slurm_requeued_and_ran_again_is_a_new_run_of_its_id():
+    assert batchjob.batch_job_id({"SLURM_JOB_ID": "15", "SLURM_RESTART_COUNT": "0"}) == "15"
+    assert batchjob.batch_job_id({"SLURM_JOB_ID": "15", "SLURM_RESTART_COUNT": "2"}) == "15 (restart 2)"
+    # a restart count is SLURM's alone: another scheduler's id is never decorated by it
+    assert batchjob.batch_job_id({"PBS_JOBID": "7.pbs01", "SLURM_RESTART_COUNT": "1"}) == "7.pbs01"
