@@ -1,6 +1,7 @@
 """Job functions the tests run in real capped children (referenced as tests/jobs.py:NAME)."""
 
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -390,11 +391,15 @@ def design_of_size(n: int) -> dict:
     return {"design": np.full((n, n), float(n)), "loss": float(n)}
 
 
-def stepper(x: int = 0, steps: int = 8, seconds: float = 0.2, folder: str = "", die_at: int = -1) -> dict:
+def stepper(
+    x: int = 0, steps: int = 8, seconds: float = 0.2, folder: str = "", die_at: int = -1, gate: str = ""
+) -> dict:
     """A deterministic optimisation of ``steps`` steps that checkpoints after each one and
     restores at its start. The first attempt to reach step ``die_at`` SIGKILLs its own
     process there (a marker in ``folder`` tells later attempts); ``start`` is the step it
-    went on from."""
+    went on from. With ``gate`` (a folder), it returns only once ``gate/open`` or
+    ``gate/<its pid>`` exists; the steps it runs are marked in ``folder`` as ``step-<x>`` (the
+    last step) and ``ran-<x>-<host>-<pid>``, its return as ``ended-<x>-<pid>``."""
     import signal
 
     import sweep
@@ -411,7 +416,12 @@ def stepper(x: int = 0, steps: int = 8, seconds: float = 0.2, folder: str = "", 
         sweep.checkpoint({"step": i + 1, "value": value})
         if folder:
             Path(folder, f"step-{x}").write_text(str(i + 1))
+            Path(folder, f"ran-{x}-{socket.gethostname()}-{os.getpid()}").write_text(str(i + 1))
         time.sleep(seconds)
+    while gate and not (os.path.exists(f"{gate}/open") or os.path.exists(f"{gate}/{os.getpid()}")):
+        time.sleep(0.1)
+    if folder:
+        Path(folder, f"ended-{x}-{os.getpid()}").touch()
     return {"value": value, "start": float(start)}
 
 

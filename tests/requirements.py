@@ -1,5 +1,5 @@
 """What a heavy test needs of the machine, by marker: a test marked ``@pytest.mark.slurm`` (or
-``root``, ``browser``, ``meep``, ``mpi_meep``, ``mpirun``, ``gcc``) is skipped, with the reason,
+``root``, ``nodes``, ``browser``, ``meep``, ``mpi_meep``, ``mpirun``, ``gcc``) is skipped, with the reason,
 where the machine lacks it (tests/conftest.py applies it); ``-m "not slurm"`` leaves such tests
 out on purpose."""
 
@@ -26,12 +26,32 @@ def _mpi_meep() -> bool:
     return "True" in out.stdout.split()
 
 
+@cache
+def _namespaces() -> bool:
+    """Root, and a network namespace of its own where a bridge can be made (as
+    scripts/slurm-nodes.sh does); tried in a throwaway namespace, nothing on the machine changes."""
+    if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("unshare") and shutil.which("nsenter")):
+        return False
+    probe = "ip link add sw-probe type bridge && ip link set sw-probe up"
+    try:
+        out = subprocess.run(
+            ["unshare", "--net", "--uts", "--mount", "sh", "-c", probe], capture_output=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
 # marker: (whether the machine has it, the reason given when it doesn't)
 NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
     "root": (lambda: os.geteuid() == 0, "needs root"),
     "slurm": (
         lambda: os.geteuid() == 0 and bool(shutil.which("slurmctld") or shutil.which("apt-get")),
         "starting SLURM needs root, and SLURM or apt-get",
+    ),
+    "nodes": (
+        lambda: _namespaces() and bool(shutil.which("slurmctld") or shutil.which("apt-get")),
+        "a multi-node SLURM needs root, network/UTS/mount namespaces, and SLURM or apt-get",
     ),
     "browser": (lambda: Path(CHROMIUM).exists(), "needs Debian's chromium (scripts/system-deps.sh)"),
     "meep": (
