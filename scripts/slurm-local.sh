@@ -12,12 +12,8 @@ set -euo pipefail
 DIR=${SWEEP_SLURM_DIR:-/tmp/sweep-slurm}
 CONF=$DIR/slurm.conf
 
-install() {
-    command -v slurmctld >/dev/null && command -v munged >/dev/null && command -v sbatch >/dev/null && return
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
-}
+# shellcheck source=scripts/slurm-packages.sh
+. "$(dirname "$0")/slurm-packages.sh"
 
 write_conf() {
     mkdir -p "$DIR"/{state,spool,log}

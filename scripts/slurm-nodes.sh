@@ -42,12 +42,8 @@ node_names() { for i in $(seq 1 "$(cat "$DIR/nodes")"); do echo "node$i"; done; 
 known_node() { node_names | grep -qx "$1" || die "no node '$1' (nodes: $(node_names | tr '\n' ' '))"; }
 ctl() { SLURM_CONF=$CONF "$@"; }
 
-install() {
-    command -v slurmctld >/dev/null && command -v munged >/dev/null && command -v sbatch >/dev/null && return
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
-}
+# shellcheck source=scripts/slurm-packages.sh
+. "$(dirname "$0")/slurm-packages.sh"
 
 # the first free N: `ip link add` of sw-br<N> is atomic, so two starts never share one
 claim_bridge() {
@@ -230,7 +226,15 @@ stop() {
     local n
     n=$(instance)
     for node in $(node_names); do kill_everything_on "$node"; done
-    for f in slurmctld munged; do kill_pids "$(cat "$DIR/run/$f.pid" 2>/dev/null || true)"; done
+    local daemons
+    daemons=$(cat "$DIR/run/slurmctld.pid" "$DIR/run/munged.pid" 2>/dev/null | tr '\n' ' ' || true)
+    kill_pids "$daemons"
+    for _ in $(seq 1 50); do  # gone, not just signalled, when stop returns
+        local alive=""
+        for pid in $daemons; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ -z "$alive" ] && break
+        sleep 0.1
+    done
     for node in $(node_names); do
         ip link del "$(link_of "$node")" 2>/dev/null || true
         ip netns del "$(netns "$node")" 2>/dev/null || true

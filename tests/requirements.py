@@ -26,6 +26,10 @@ def _mpi_meep() -> bool:
     return "True" in out.stdout.split()
 
 
+def _slurm_installable() -> bool:
+    return bool(shutil.which("slurmctld") or shutil.which("apt-get"))
+
+
 @cache
 def _namespaces() -> bool:
     """Root, and a network namespace of its own where a bridge can be made (as
@@ -46,11 +50,11 @@ def _namespaces() -> bool:
 NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
     "root": (lambda: os.geteuid() == 0, "needs root"),
     "slurm": (
-        lambda: os.geteuid() == 0 and bool(shutil.which("slurmctld") or shutil.which("apt-get")),
+        lambda: os.geteuid() == 0 and _slurm_installable(),
         "starting SLURM needs root, and SLURM or apt-get",
     ),
     "nodes": (
-        lambda: _namespaces() and bool(shutil.which("slurmctld") or shutil.which("apt-get")),
+        lambda: _namespaces() and _slurm_installable(),
         "a multi-node SLURM needs root, network/UTS/mount namespaces, and SLURM or apt-get",
     ),
     "browser": (lambda: Path(CHROMIUM).exists(), "needs Debian's chromium (scripts/system-deps.sh)"),

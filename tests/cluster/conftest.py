@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.helpers import ROOT
@@ -37,8 +38,13 @@ class Nodes:
         return done
 
 
-def _left_behind(instance: str) -> list[str]:
-    """The namespaces and links of cluster ``instance`` still on the machine."""
+def _daemons(folder: Path) -> list[int]:
+    """The PIDs of the cluster's daemons (slurmctld, munged, each slurmd), from its PID files."""
+    return [int(p.read_text()) for p in (folder / "run").glob("*.pid") if p.read_text().strip().isdigit()]
+
+
+def _left_behind(instance: str, daemons: list[int]) -> list[str]:
+    """The namespaces, links and daemons of cluster ``instance`` still on the machine."""
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     prefix = f"sw{instance}-"
@@ -46,9 +52,9 @@ def _left_behind(instance: str) -> list[str]:
     found += [
         f.split(":")[1].strip().split("@")[0]
         for f in links.splitlines()
-        if f"{prefix}" in f or f": sw-br{instance}:" in f
+        if prefix in f or f": sw-br{instance}:" in f
     ]
-    return found
+    return found + [f"process {pid}" for pid in daemons if psutil.pid_exists(pid)]
 
 
 @pytest.fixture(scope="session")
@@ -69,5 +75,7 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
             folder / "slurm.conf", f"sw-br{instance}", tuple(f"node{i}" for i in range(1, count + 1)), folder
         )
     finally:
+        daemons = _daemons(folder)
         subprocess.run([str(NODES_SCRIPT), "stop"], env=env, capture_output=True, timeout=120)
-    assert not _left_behind(instance), f"the multi-node SLURM left {_left_behind(instance)} behind"
+    left = _left_behind(instance, daemons)
+    assert not left, f"the multi-node SLURM left {left} behind"
