@@ -31,8 +31,9 @@ from urllib.parse import urlsplit, urlunsplit
 import dask.config
 from distributed import Client, Scheduler, SpecCluster
 
-from sweep import cadence
+from sweep import _compat, cadence
 from sweep.cluster import accelerators
+from sweep.cluster.arrivals import Arrivals
 from sweep.cluster.localworker import QUIET, LocalWorker, short_logs
 from sweep.cluster.submissions import SubmissionWatch
 from sweep.errors import SweepError, SweepWarning
@@ -245,10 +246,15 @@ def scale(cluster: Any, settings: ClusterSettings) -> None:
 
 
 def _resubmit_lost_jobs(
-    cluster: Any, watch: SubmissionWatch, stop: threading.Event, every: float | None = None
+    cluster: Any,
+    watch: SubmissionWatch,
+    arrivals: Arrivals,
+    stop: threading.Event,
+    every: float | None = None,
 ) -> None:
-    """Replace batch jobs that ended under us (walltime, preemption, scancel) or whose
-    submission failed (``watch`` gives up after too many failures).
+    """Replace batch jobs that ended under us (walltime, preemption, scancel), whose
+    submission failed (``watch`` gives up after too many failures) or whose worker could not
+    reach the scheduler (``arrivals`` ends the sweep when none ever could).
 
     A lost worker leaves the cluster's live jobs (after ``distributed.deploy.lost-worker-timeout``)
     but stays in its spec; re-asking for the same number of workers submits a job for each
@@ -258,6 +264,12 @@ def _resubmit_lost_jobs(
     every = cadence.resubmit_s() if every is None else every
     while not stop.wait(every):
         if cluster.status.name == "running" and watch.fatal is None:
+            fatal, unreached = arrivals.look(cluster)
+            if fatal is not None:
+                watch.give_up(fatal)
+                continue
+            if unreached:
+                cluster.sync(_compat.forget_batch_jobs, cluster, unreached)
             watch.forget_failed(cluster)
             missing = len(cluster.worker_spec) - len(cluster.workers)
             if missing > 0:
@@ -356,7 +368,11 @@ def connect(
             watch.install(cluster)
             scale(cluster, settings)
             stop = threading.Event()
-            keeper = threading.Thread(target=_resubmit_lost_jobs, args=(cluster, watch, stop), daemon=True)
+            keeper = threading.Thread(
+                target=_resubmit_lost_jobs,
+                args=(cluster, watch, Arrivals(settings.jobqueue_options.get("interface")), stop),
+                daemon=True,
+            )
             keeper.start()
             try:
                 yield client

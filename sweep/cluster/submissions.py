@@ -106,6 +106,13 @@ class SubmissionWatch:
         if give_up and self.fatal:
             self.on_fatal(self.fatal)
 
+    def give_up(self, message: str) -> None:
+        """End the sweep with ``message`` (once) for a reason other than a submission."""
+        with self._lock:
+            first, self.fatal = self.fatal is None, self.fatal or message
+        if first:
+            self.on_fatal(message)
+
     def forget_failed(self, cluster: Any) -> None:
         """Let the cluster submit the failed jobs again at its next ``scale`` (any thread)."""
         with self._lock:

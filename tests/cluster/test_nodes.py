@@ -19,10 +19,11 @@ from typing import Any
 import dask
 import psutil
 import pytest
+import yaml
 
-from sweep import Sweep
+from sweep import Sweep, open_results
 from tests.cluster.conftest import Nodes
-from tests.helpers import JOBS
+from tests.helpers import JOBS, cli_submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.nodes]
 WAIT_S = 240  # the longest any one event below may take before the test fails
@@ -280,3 +281,31 @@ def test_partition_preemption_requeues_the_points_without_spending_retries(clust
     assert ds["value"].values.tolist() == [stepped_value(x, 4) for x in range(2)]
     assert (ds["attempts"] == 1).all() and (ds["requeued"] == 1).all(), ds[["attempts", "requeued"]]
     assert (ds["start"] == 4).all() and (ds["resumed_from"] == 4).all(), ds["start"].values
+
+
+def test_an_interface_the_nodes_cant_reach_ends_submit_with_one_clear_error(cluster, tmp_path):
+    """Found: with ``interface: lo`` the nodes' workers never reached the scheduler, their jobs
+    ended, and `sweep submit` printed nothing and waited forever."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "job": f"{JOBS}:noop",
+                "params": {"grid": {"x": [1, 2, 3]}},
+                "cluster": settings(cluster, tmp_path, interface="lo"),
+                "output": str(tmp_path / "out.zarr"),
+            }
+        )
+    )
+    t0 = time.monotonic()
+    proc = cli_submit(recipe, timeout=WAIT_S)
+    took = time.monotonic() - t0
+    print(f"`sweep submit` ended after {took:.1f} s")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    said = proc.stderr
+    assert "could not reach the scheduler" in said and "Timed out trying to connect" in said, said[-3000:]
+    assert "cluster.interface" in said and "'lo'" in said, said[-3000:]
+    ds = open_results(tmp_path / "out.zarr")  # the store is kept, resumable
+    assert (ds["status"] == "pending").all() and ds.attrs["sweep_run_state"] == "failed"
+    assert not queue(), "the sweep left batch jobs behind"
