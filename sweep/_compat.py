@@ -149,3 +149,12 @@ def on_worker_loop(worker: Any, fn: Any) -> None:
 
     worker.loop.add_callback(call)
     done.wait()
+
+
+def nanny_worker_pid(nanny: Any) -> int | None:
+    """The pid of the worker process a ``distributed.Nanny`` runs, or None while there is none.
+
+    Relies on: ``Nanny.process`` (a ``WorkerProcess``) and its ``process`` (an ``AsyncProcess``
+    with ``pid``)."""
+    process = getattr(getattr(nanny, "process", None), "process", None)
+    return None if process is None else process.pid

@@ -1,5 +1,6 @@
 """Each fenced reach into a private or undocumented API (sweep/_compat.py), pinned."""
 
+import os
 import threading
 import time
 
@@ -147,3 +148,14 @@ def test_a_workers_available_resources_decide_which_task_starts():
         _compat.on_worker_loop(worker, lambda: available.__setitem__("memory", 100))
         client.submit(int, resources={"memory": 1}, pure=False).result(timeout=10)  # it looks again
         assert future.result(timeout=10) is True
+
+
+def test_a_nannys_worker_process_pid_is_read():
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        (nanny,) = cluster.workers.values()
+        (pid,) = client.run(os.getpid).values()
+        assert _compat.nanny_worker_pid(nanny) == pid
+    assert _compat.nanny_worker_pid(object()) is None

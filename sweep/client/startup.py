@@ -24,6 +24,7 @@ from sweep.store import Store
 from sweep.store.layout import is_store
 from sweep.store.lock import locked
 from sweep.wire.childconfig import ChildConfig
+from sweep.worker import endsignal
 from sweep.worker.commands import Prewarm, on_pool
 from sweep.worker.pool import CorePool
 
@@ -85,5 +86,7 @@ def set_up_pool(client: Client, loaded: LoadedRecipe, config: ChildConfig) -> No
     # the pool warms what it can: not an MPI world, nor a child of GPUs or TPUs (CorePool.prewarm)
     warm = Prewarm(plan.placement(r), config, r.child.max_jobs) if r.child.prewarm else None
     client.register_plugin(CorePool(log_level=level, warm=warm), name=CorePool.name)
+    if r.cluster.kind in endsignal.DIRECTIVES:  # its nannies pass the job's end warning on
+        client.register_plugin(endsignal.EndSignal(), name=endsignal.EndSignal.name)
     if warm is not None:  # a pool registered before (its children are warm, or warm now)
         client.run(on_pool, warm)

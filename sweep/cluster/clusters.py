@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -40,7 +41,7 @@ from sweep.errors import SweepError, SweepWarning
 from sweep.model import backends
 from sweep.model.recipe import ClusterSettings
 from sweep.wire.placement import GPUS, TPUS, Placement
-from sweep.worker import batchjob
+from sweep.worker import batchjob, endsignal
 from sweep.worker.kinds import asked
 from sweep.worker.memory import RESOURCE, local_offer, shown, size
 from sweep.worker.memory import at_once as memory_at_once
@@ -224,6 +225,8 @@ def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
     if seconds:  # the worker knows when its job ends (sweep.worker.batchjob)
         prologue = opts.get("job_script_prologue", dask.config.get(f"{config}.job-script-prologue", None))
         opts["job_script_prologue"] = [batchjob.prologue_line(seconds), *(prologue or [])]
+        python = opts.get("python", dask.config.get(f"{config}.python", None)) or sys.executable
+        endsignal.job_script_options(settings.kind, opts, python, seconds)
     if dry_run:
         scheduler_options.update(host="127.0.0.1", dashboard_address="127.0.0.1:0")
     return backends.cluster_class(settings.kind)(

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sweep.worker import batchjob
+from sweep.worker import batchjob, endsignal
 
 log = logging.getLogger(__name__)
 RETIRE_POLL_S = 0.5  # how often a retiring worker looks whether it can close
@@ -26,6 +26,7 @@ class Retirement:
         self.worker, self.address, self.busy = worker, address, busy
         self.job_end = batchjob.job_end()
         self.retiring = False  # no point starts here any more; closes once none runs
+        endsignal.retire_on_signal(self)  # the batch system's warning of the job's end
 
     def retire(self, why: str) -> None:
         """Start no point here from now on, and close the worker once drained (see the module

@@ -309,3 +309,33 @@ def test_an_interface_the_nodes_cant_reach_ends_submit_with_one_clear_error(clus
     ds = open_results(tmp_path / "out.zarr")  # the store is kept, resumable
     assert (ds["status"] == "pending").all() and ds.attrs["sweep_run_state"] == "failed"
     assert not queue(), "the sweep left batch jobs behind"
+
+
+def test_a_batch_job_warned_of_its_end_retires_and_its_replacement_picks_up(cluster, tmp_path):
+    """``--signal=B:USR1@150`` with a 4-minute walltime: SLURM warns the job's shell (the
+    exec'd nanny) 30-90 s into the job (up to a minute early); the worker retires, the point
+    running there ends and is stored, and a new batch job runs the rest, no point killed or
+    retried. Found: a warning that came as the worker started killed it (the nanny passed the
+    signal on before the worker handled it)."""
+    params = stepper(tmp_path, points=4, steps=2, seconds=0.1, gate=True)
+    logs = tmp_path / "logs"
+    options = settings(
+        cluster, tmp_path, jobs=1, walltime="00:04:00", log_directory=str(logs),
+        job_extra_directives=["--signal=B:USR1@150"],
+    )  # fmt: skip
+    running = Running(Sweep(f"{JOBS}:stepper", params, cluster=options, output=tmp_path / "n.zarr"))
+    said = "retires: its batch job's end was signalled (SIGUSR1)"
+    (first,) = wait_for("the first batch job", lambda: set(queue()), running)
+    wait_for(
+        "the warned worker to retire",
+        lambda: said in "".join(p.read_text(errors="replace") for p in logs.glob(f"*{first}.err")),
+        running,
+    )
+    (tmp_path / "gate" / "open").touch()
+    ds = running.result()
+    assert (ds["status"] == "done").all(), ds["error"].values
+    assert ds["value"].values.tolist() == [stepped_value(x, 2) for x in range(4)]
+    assert (ds["attempts"] == 1).all() and (ds["requeued"] == 0).all(), ds[["attempts", "requeued"]]
+    jobs = ds["batch_job"].values.tolist()
+    assert jobs.count(first) == 1, f"the warned job ran only the point it had started: {jobs}"
+    assert len(set(jobs)) >= 2, jobs
