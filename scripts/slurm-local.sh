@@ -49,13 +49,20 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
 }
 
+# a live process named $1 (see alive)
+running() {
+    local pid
+    for pid in $(pgrep -x "$1"); do alive "$pid" && return 0; done
+    return 1
+}
+
 start() {
     install
     write_conf
     mkdir -p /run/munge && chown munge:munge /run/munge
-    pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged
-    pgrep -x slurmctld >/dev/null || slurmctld -f "$CONF"
-    pgrep -x slurmd >/dev/null || slurmd -f "$CONF" -N localhost
+    running munged || runuser -u munge -- /usr/sbin/munged
+    running slurmctld || slurmctld -f "$CONF"
+    running slurmd || slurmd -f "$CONF" -N localhost
     for _ in $(seq 1 60); do
         # up: the node answers, idle or running others' jobs (a second test run, a user's sweep)
         if SLURM_CONF=$CONF sinfo -h -o %t 2>/dev/null | grep -qxE 'idle|mix|alloc'; then
@@ -74,6 +81,12 @@ stop() {
     pkill -x slurmd || true
     pkill -x slurmctld || true
     pkill -x munged || true
+    for _ in $(seq 1 100); do  # gone when stop returns: a start right after finds none running
+        running slurmd || running slurmctld || running munged || return 0
+        sleep 0.1
+    done
+    echo "slurm daemons still running 10 s after stop" >&2
+    return 1
 }
 
 case "${1:-}" in

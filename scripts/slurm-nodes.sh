@@ -39,7 +39,13 @@ netns() { echo "sw$(instance)-$1"; }
 link_of() { echo "sw$(instance)-${1#node}h"; }  # the host's end of NODE's link
 node_ip() { echo "10.231.$(instance).$((10 + ${1#node}))"; }
 node_names() { for i in $(seq 1 "$(cat "$DIR/nodes")"); do echo "node$i"; done; }
-known_node() { node_names | grep -qx "$1" || die "no node '$1' (nodes: $(node_names | tr '\n' ' '))"; }
+# no `node_names | grep -q`: grep quits at the first match, node_names dies of SIGPIPE, and
+# pipefail turns the match into a failure, now and then
+known_node() {
+    local names
+    names=" $(node_names | tr '\n' ' ')"
+    case "$names" in *" $1 "*) ;; *) die "no node '$1' (nodes:$names)" ;; esac
+}
 ctl() { SLURM_CONF=$CONF "$@"; }
 
 # shellcheck source=scripts/slurm-packages.sh
@@ -206,7 +212,7 @@ kill_node() {
 revive_node() {
     local node=$1
     known_node "$node"
-    [ -n "$(node_pid "$node")" ] && kill -0 "$(node_pid "$node")" 2>/dev/null && die "$node is running"
+    [ -n "$(node_pid "$node")" ] && alive "$(node_pid "$node")" && die "$node is running"
     start_node "$node"
     ctl scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true
 }
@@ -231,7 +237,7 @@ stop() {
     kill_pids "$daemons"
     for _ in $(seq 1 50); do  # gone, not just signalled, when stop returns
         local alive=""
-        for pid in $daemons; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        for pid in $daemons; do alive "$pid" && alive=1; done
         [ -z "$alive" ] && break
         sleep 0.1
     done
