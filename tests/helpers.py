@@ -15,10 +15,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 from distributed import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "tests" / "jobs.py"
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: a zombie (ended, not yet reaped) does not."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def sweep_command(*args: str) -> list[str]:

@@ -17,6 +17,7 @@ from sweep import Sweep, open_results
 from tests.helpers import (
     JOBS,
     ROOT,
+    alive,
     as_from_a_terminal,
     cli,
     sweep_command,
@@ -47,7 +48,7 @@ def driver_pid(output: Path) -> int:
 def children_running(marks: Path) -> list[int]:
     """Child pids that left a start marker and are still alive."""
     pids = {int(p.name.split("-")[2]) for p in marks.iterdir()}
-    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    return [p for p in pids if alive(p)]
 
 
 @pytest.mark.slow

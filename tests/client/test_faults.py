@@ -19,6 +19,7 @@ from sweep.errors import SweepWarning
 from tests.helpers import (
     JOBS,
     ROOT,
+    alive,
     as_from_a_terminal,
     cli,
     cli_submit,
@@ -50,7 +51,7 @@ def test_child_killed_by_a_signal_fails_its_point_and_the_worker_survives(client
     assert worker_pids(client) == before
     dead = ds["pid"].values[1]
     assert dead not in set(ds["pid"].values[[2, 3]])  # later points got a fresh child
-    assert not psutil.pid_exists(dead) or psutil.Process(dead).status() == psutil.STATUS_ZOMBIE
+    assert not alive(dead)
 
 
 @pytest.mark.slow
@@ -355,7 +356,7 @@ def test_a_daemon_a_job_starts_in_its_own_session_ends_with_the_job(tmp_path):
     proc = cli_submit(recipe, env={**os.environ, "SWEEP_TEST_MARK": mark})
     assert proc.returncode == 0, proc.stderr
     pids = [int((tmp_path / f"daemon{i}.pid").read_text()) for i in range(2)]
-    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert not [p for p in pids if alive(p)]
     wait_for(lambda: not bootstrap_pids(mark), seconds=10)  # no child of the sweep is left either
 
 

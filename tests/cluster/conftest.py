@@ -10,10 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, alive
 
 NODES_SCRIPT = ROOT / "scripts" / "slurm-nodes.sh"
 
@@ -54,7 +53,9 @@ def _left_behind(instance: str, daemons: list[int]) -> list[str]:
         for f in links.splitlines()
         if prefix in f or f": sw-br{instance}:" in f
     ]
-    return found + [f"process {pid}" for pid in daemons if psutil.pid_exists(pid)]
+    # a killed daemon's zombie is not left behind: a PID 1 that reaps orphans late (some
+    # containers) keeps it a while
+    return found + [f"process {pid}" for pid in daemons if alive(pid)]
 
 
 @pytest.fixture(scope="session")

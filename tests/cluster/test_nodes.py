@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import dask
-import psutil
 import pytest
 import yaml
 
 from sweep import Sweep, open_results
 from tests.cluster.conftest import Nodes
-from tests.helpers import JOBS, cli_submit
+from tests.helpers import JOBS, alive, cli_submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.nodes]
 WAIT_S = 240  # the longest any one event below may take before the test fails
@@ -47,13 +46,30 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(nodes: Nodes, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+def cluster(nodes: Nodes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Cluster]:
+    """The nodes for one test, which starts on an empty queue and leaves one behind, whether it
+    passed or not: its sweeps are cancelled (gates opened) and ended, its batch jobs gone, and
+    what it killed or cut revived or healed."""
     monkeypatch.setenv("SLURM_CONF", str(nodes.conf))
     each = Cluster(nodes)
+    _empty_queue()
     yield each
-    subprocess.run(["scancel", "--partition=debug,urgent"], capture_output=True, check=False)
+    if (tmp_path / "gate").is_dir():
+        (tmp_path / "gate" / "open").touch()
+    for running in Running.started:
+        running.cancel.set()
+    for running in Running.started:
+        running.thread.join(WAIT_S)
+    Running.started.clear()
     for action, node in each.undo:
         nodes.run(action, node)
+    _empty_queue()
+
+
+def _empty_queue() -> None:
+    """Cancel every batch job on the nodes and wait until SLURM shows none."""
+    subprocess.run(["scancel", "--partition=debug,urgent"], capture_output=True, check=False)
+    wait_for("an empty queue", lambda: not queue())
 
 
 def settings(nodes: Cluster, tmp_path: Path, **cluster: Any) -> dict[str, Any]:
@@ -91,12 +107,18 @@ def stepped_value(x: int, steps: int) -> float:
 
 
 class Running:
-    """A sweep running in a thread; ``result()`` waits for its dataset."""
+    """A sweep running in a thread; ``result()`` waits for its dataset. The ``cluster``
+    fixture cancels those a test started and waits for them to end."""
+
+    started: list[Running] = []
 
     def __init__(self, sweep: Sweep) -> None:
         self.out: dict[str, Any] = {}
-        self.thread = threading.Thread(target=lambda: self.out.update(ds=sweep.run(progress=False)))
+        self.cancel = threading.Event()
+        run = lambda: self.out.update(ds=sweep.run(progress=False, cancel=self.cancel))  # noqa: E731
+        self.thread = threading.Thread(target=run)
         self.thread.start()
+        Running.started.append(self)
 
     def result(self) -> Any:
         self.thread.join(WAIT_S * 2)
@@ -143,8 +165,7 @@ def ran_on(folder: Path, x: int) -> set[str]:
 def ended(folder: Path, x: int, pid: int) -> bool:
     """Whether the copy of point ``x`` in child ``pid`` returned, or its child is gone (a warm
     child outlives the points it runs)."""
-    gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    return gone or (folder / f"ended-{x}-{pid}").exists()
+    return not alive(pid) or (folder / f"ended-{x}-{pid}").exists()
 
 
 def test_a_sweep_spreads_over_three_nodes_with_leases_of_each_node(cluster, tmp_path):

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from sweep import Sweep, open_results
-from tests.helpers import JOBS, ROOT, cli, sweep_command
+from tests.helpers import JOBS, ROOT, alive, cli, sweep_command
 
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 # this test run's batch jobs carry this name: what the tests count and cancel is theirs alone
@@ -23,6 +23,12 @@ JOB_NAME = f"sweep-test-{os.getpid()}"
 CONF = Path(os.environ.get("SWEEP_SLURM_DIR", "/tmp/sweep-slurm")) / "slurm.conf"
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
+
+
+def _running(name: str) -> bool:
+    """Whether a live process is called ``name`` (a killed daemon's zombie is not one)."""
+    procs = psutil.process_iter(["name", "status"])
+    return any(p.info["name"] == name and p.info["status"] != psutil.STATUS_ZOMBIE for p in procs)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +41,7 @@ def slurm():
     me = users / str(os.getpid())
     me.touch()
     started_by_tests = CONF.parent / "started-by-tests"
-    if subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True).returncode != 0:
+    if not _running("slurmctld"):
         started_by_tests.touch()
     up = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=600)
     if up.returncode != 0:
@@ -46,7 +52,7 @@ def slurm():
     yield CONF
     subprocess.run(["scancel", f"--name={JOB_NAME}"], capture_output=True, check=False)
     me.unlink(missing_ok=True)
-    others = [p for p in users.iterdir() if p.name.isdigit() and psutil.pid_exists(int(p.name))]
+    others = [p for p in users.iterdir() if p.name.isdigit() and alive(int(p.name))]
     if not others and started_by_tests.exists():
         started_by_tests.unlink(missing_ok=True)
         subprocess.run([str(SCRIPT), "stop"], capture_output=True, check=False, timeout=60)

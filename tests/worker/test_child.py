@@ -11,7 +11,7 @@ from sweep.wire.childconfig import ChildConfig
 from sweep.wire.placement import thread_budget
 from sweep.wire.task import Limits
 from sweep.worker.child import Child
-from tests.helpers import ROOT, job
+from tests.helpers import ROOT, alive, job
 
 CAPPED = ChildConfig(cap=True)
 UNCAPPED = ChildConfig(cap=False)
@@ -138,7 +138,7 @@ def test_timeout_kills_the_whole_tree(tmp_path, child):
     assert out.status == "timeout" and "1 s" in out.error
     assert not child.alive()
     grandchild = int(pidfile.read_text())
-    gone = not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    gone = not alive(grandchild)
     assert gone, "the job's own subprocess survived the timeout"
 
 
