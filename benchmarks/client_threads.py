@@ -1,8 +1,14 @@
-"""What XLA's client pool of two threads costs a one-core job (the host-callback fix).
+"""What each way of running XLA on one core costs a one-core job.
 
-Runs the same JAX job in capped children pinned to one core, alternating the old setting
-(``NPROC = PJRT_NPROC = 1``) and the current one (2), ``--repeat`` times each, and prints the
-medians of the time per step and the threads the child holds, and their ratio.
+Runs the same JAX job in capped children pinned to one core, alternating three settings,
+``--repeat`` times each, and prints the medians of the time per step and the threads the
+child holds:
+
+* ``two threads``: ``NPROC = PJRT_NPROC = 2``, asynchronous dispatch (the setting before
+  one-core children ran computations inline);
+* ``one, async``: ``NPROC = PJRT_NPROC = 1``, asynchronous dispatch (host callbacks can
+  deadlock: docs/threads.md);
+* ``now``: the child's setting, ``NPROC = PJRT_NPROC = 1`` with computations run inline.
 
     .venv/bin/python benchmarks/client_threads.py [--repeat 5] [--steps 200] [--n 512]
 """
@@ -10,14 +16,21 @@ medians of the time per step and the threads the child holds, and their ratio.
 from __future__ import annotations
 
 import argparse
+import json
 from statistics import median
 from typing import Any
 
-from sweep.wire.childconfig import ChildConfig
+from sweep.wire.childconfig import JAX_CONFIG_VAR, ChildConfig
 from sweep.wire.jobref import JobRef
 from sweep.worker.child import Child
 
-SETTINGS = {"old (1)": ChildConfig(env=(("NPROC", "1"), ("PJRT_NPROC", "1"))), "now (2)": ChildConfig()}
+
+def xla_threads(n: int) -> ChildConfig:
+    """The capped child with XLA's pools at ``n`` threads and JAX's asynchronous dispatch."""
+    return ChildConfig(env=(("NPROC", str(n)), ("PJRT_NPROC", str(n)), (JAX_CONFIG_VAR, "")))
+
+
+SETTINGS = {"two threads": xla_threads(2), "one, async": xla_threads(1), "now": ChildConfig()}
 
 
 def main() -> None:
@@ -40,9 +53,9 @@ def main() -> None:
             seen[name]["threads"].append(r.peak_threads)
     rows: dict[str, Any] = {k: {m: median(v) for m, v in d.items()} for k, d in seen.items()}
     for name, row in rows.items():
-        print(f"{name:8s} {row['ms']:.2f} ms/step  {row['threads']:.0f} threads")
-    old, now = rows["old (1)"], rows["now (2)"]
-    print(f"ratio now/old: {now['ms'] / old['ms']:.2f} time, +{now['threads'] - old['threads']:.0f} threads")
+        print(f"{name:12s} {row['ms']:.2f} ms/step  {row['threads']:.0f} threads")
+    ratio = rows["now"]["ms"] / rows["two threads"]["ms"]
+    print(json.dumps({"medians": rows, "now_over_two_threads": round(ratio, 3), "repeat": args.repeat}))
 
 
 if __name__ == "__main__":

@@ -1,17 +1,17 @@
 """N JAX jobs on every core of one node, without Dask: the fraction of the node's limit each
 way of running them reaches. Runs where no socket can be opened (the TPU machine).
 
-    python benchmarks/node.py --jobs 26 --repeat 3 --out node.json
+    python -m benchmarks.node --jobs 26 --repeat 3 --out node.json
 
-The limit is ``jobs x t1 / cores``: ``t1`` is one job's wall alone on one core (a capped child,
-XLA's client pool at one thread); a way's fraction is the limit over its wall. Ways, each
-``--repeat`` times, interleaved:
+The limit is ``jobs x t1 / cores``: ``t1`` is one job's wall alone on one core (a capped child:
+one XLA thread); a way's fraction is the limit over its wall. Ways, each ``--repeat`` times,
+interleaved:
 
 * ``capped``: the project's default: a worker's CorePool (node-wide core leases, warm children
-  pinned to k = 1 core, the capped environment, a shared compile cache), ``cores`` at once,
-  after an untimed wave that warms the children;
-* ``capped_one_client_thread``: the same with ``NPROC = PJRT_NPROC = 1`` (what host callbacks
-  can't have: docs/threads.md);
+  pinned to k = 1 core, the capped environment: one XLA thread, computations run inline; a
+  shared compile cache), ``cores`` at once, after an untimed wave that warms the children;
+* ``capped_two_client_threads``: the same with ``NPROC = PJRT_NPROC = 2`` and asynchronous
+  dispatch (the default before one-core children ran computations inline: docs/threads.md);
 * ``uncapped``: ``python`` processes started as a job array would, ``cores`` at a time;
 * ``loky``: joblib's loky executor with ``cores`` workers (where joblib is installed).
 
@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from benchmarks.client_threads import xla_threads
 from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
 from sweep.wire.placement import Placement
@@ -111,7 +112,7 @@ def _loky(jobs: int, cores: int) -> tuple[float, list[int]] | None:
 def run(jobs: int = 26, repeat: int = 3) -> dict[str, Any]:
     cache = tempfile.mkdtemp(prefix="sweep-node-cache-")
     default = ChildConfig(platforms="cpu", compile_cache=cache)
-    one_thread = ChildConfig(platforms="cpu", compile_cache=cache, env=(("NPROC", "1"), ("PJRT_NPROC", "1")))
+    two_threads = ChildConfig(platforms="cpu", compile_cache=cache, env=xla_threads(2).env)
     pool = CorePool()
     pool.setup()
     cores = len(pool.cores)
@@ -119,11 +120,11 @@ def run(jobs: int = 26, repeat: int = 3) -> dict[str, Any]:
     threads: dict[str, int] = {}
     try:
         _capped(pool, default, cores)  # warm the children and the compile cache
-        t1 = statistics.median(_capped(pool, one_thread, 1)[0] for _ in range(3))
+        t1 = statistics.median(_capped(pool, default, 1)[0] for _ in range(3))
         for i in range(repeat):
             ways = {
                 "capped": lambda: _warm_then(pool, default, jobs),
-                "capped_one_client_thread": lambda: _warm_then(pool, one_thread, jobs),
+                "capped_two_client_threads": lambda: _warm_then(pool, two_threads, jobs),
                 "uncapped": lambda: _uncapped(jobs, cores),
                 "loky": lambda: _loky(jobs, cores),
             }

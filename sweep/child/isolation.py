@@ -8,7 +8,8 @@ descriptors 1 and 2, e.g. after a job closed them). What can't be restored in pl
 reported instead, and the parent replaces the child after that job: JAX's global
 configuration (``jax.config.update("jax_enable_x64", True)``, a default device, ...),
 compared with what it was before the job, or right after ``import jax`` for the job that
-imported it. Standard library only, like the rest of the child.
+imported it. Right after ``import jax`` the child also applies the JAX settings its parent
+asked for (:mod:`sweep.child.jaxsettings`). Standard library only, like the rest of the child.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import signal
 import sys
 from dataclasses import dataclass
 from typing import Any
+
+from sweep.child import jaxsettings
 
 SIGNALS = tuple(
     getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGCHLD")
@@ -129,6 +132,7 @@ class _WatchJaxImport(importlib.abc.MetaPathFinder):
             global _jax_at_import
             module.__loader__ = spec.loader = real  # the package sees its own loader from now on
             real.exec_module(module)
+            jaxsettings.apply(module)  # before the reference: the child's own settings
             _jax_at_import = _jax_config()
 
         spec.loader = _Loader(real, exec_module)
@@ -152,5 +156,7 @@ def start() -> None:
     global _STREAMS
     _STREAM_FDS.update({1: os.dup(1), 2: os.dup(2)})
     _STREAMS = (sys.stdout, sys.stderr)
-    if "jax" not in sys.modules:
+    if "jax" in sys.modules:  # imported before the child ran (a .pth file): too late for some
+        jaxsettings.apply(sys.modules["jax"])
+    else:
         sys.meta_path.insert(0, _WatchJaxImport())

@@ -4,10 +4,13 @@ Standard library only: the config travels in every :class:`~sweep.wire.task.Poin
 part of a store's inputs (:mod:`sweep.model.inputs`). For a lease of ``k`` cores with capping
 on (the default) the environment says:
 
-* ``NPROC`` and ``PJRT_NPROC`` = max(``MIN_XLA_THREADS``, k): sizes XLA's PjRt client and Eigen
-  pools; never 1, since a job whose host callback (``jax.pure_callback``) waits on an array
-  XLA's one client thread has still to compute deadlocks (docs/threads.md, "Host callbacks
-  need two XLA client threads");
+* ``NPROC`` and ``PJRT_NPROC`` = k: sizes XLA's PjRt client and Eigen pools, one compute
+  thread per leased core;
+* at k = 1, ``SWEEP_JAX_CONFIG`` (``JAX_CONFIG_VAR``) = ``ONE_CORE_JAX_CONFIG``: XLA runs each
+  computation on the thread that calls it, not on its one pool thread, which a host
+  callback (``jax.pure_callback``) would otherwise wait on from inside that thread's own
+  computation, for ever (docs/threads.md, "Host callbacks on one core"); the child sets it
+  right after ``import jax`` (:mod:`sweep.child.jaxsettings`: JAX reads no variable for it);
 * each of ``CAPPED_TO_ONE`` (OpenBLAS, OpenMP, MKL, numexpr, vecLib, BLIS) = 1;
 * ``ALLOCATOR_THREADS_OFF`` (pyarrow's jemalloc, which a job that imports xarray or pandas
   loads, starts no background thread) unless already set;
@@ -41,7 +44,9 @@ NANNY_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MAL
 ALLOCATOR_THREADS_OFF = {"JE_ARROW_MALLOC_CONF": "background_thread:false"}
 MULTIPLYING_FLAGS = ("--xla_force_host_platform_device_count",)
 MULTIPLYING_VARS = ("JAX_NUM_CPU_DEVICES",)
-MIN_XLA_THREADS = 2  # XLA's client pool never below this (host callbacks deadlock with 1)
+# JAX flags no environment variable sets, as name=value,...: the child sets them after `import jax`
+JAX_CONFIG_VAR = "SWEEP_JAX_CONFIG"
+ONE_CORE_JAX_CONFIG = "jax_cpu_enable_async_dispatch=false"
 
 
 def without_multipliers(env: dict[str, str]) -> dict[str, str]:
@@ -96,8 +101,10 @@ class ChildConfig:
         for name in NANNY_VARS:
             env.pop(name, None)
         if self.cap:
-            k = str(max(MIN_XLA_THREADS, len(cores)))
+            k = str(len(cores))
             env.update({"NPROC": k, "PJRT_NPROC": k})
+            if len(cores) == 1:
+                env[JAX_CONFIG_VAR] = ONE_CORE_JAX_CONFIG
             env.update(dict.fromkeys(CAPPED_TO_ONE, "1"))
             env.update({name: value for name, value in ALLOCATOR_THREADS_OFF.items() if name not in env})
         if self.platforms:

@@ -22,7 +22,7 @@ GPUS, TPUS = "gpus", "tpus"  # the accelerators' recipe keys, Dask resources and
 GPU_SLOTS = 12  # lock files per device: shares of 1/2, 1/3, 1/4, 1/6 and 1/12 are whole slots
 SHARE_TOLERANCE = 1e-4  # how near a whole number of slots a written share must come, relatively
 # threads a capped JAX child holds beyond its cores: JAX_BASE_THREADS + JAX_THREADS_PER_CORE * k
-# (measured in docs/threads.md: 17 on one core, 22 on two)
+# (docs/threads.md: 15 on one core and 20 on two measured; the budget keeps 2 to spare)
 JAX_BASE_THREADS, JAX_THREADS_PER_CORE = 12, 5
 
 

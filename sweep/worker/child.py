@@ -3,19 +3,9 @@
 A :class:`Child` is a fresh ``python -m sweep.child.bootstrap`` process (spawned with
 ``subprocess``, never forked from a process that may hold jax) pinned to a set of cores
 before it imports anything but the standard library. With capping on (the default) its
-environment says, for a lease of ``k`` cores:
-
-* ``NPROC`` and ``PJRT_NPROC`` = max(2, k): sizes XLA's PjRt client and Eigen pools;
-  never 1, since a job whose host callback (``jax.pure_callback``) waits on an array XLA's
-  one client thread has still to compute deadlocks (docs/threads.md, "Host callbacks need
-  two XLA client threads");
-* ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
-  ``NUMEXPR_NUM_THREADS``, ``VECLIB_MAXIMUM_THREADS``, ``BLIS_NUM_THREADS`` = 1;
-* ``JE_ARROW_MALLOC_CONF=background_thread:false`` (pyarrow's jemalloc, which a job that
-  imports xarray or pandas loads, starts no background thread) unless already set;
-* ``JAX_PLATFORMS=cpu`` unless the config names other platforms;
-* ``JAX_COMPILATION_CACHE_DIR`` (shared by every child of a sweep) with
-  ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0`` when a compile cache is configured.
+environment caps every runtime pool to its lease of ``k`` cores: XLA's to k threads (with
+computations run inline at k = 1, so host callbacks can't deadlock), BLAS and OpenMP to 1
+(:meth:`sweep.wire.childconfig.ChildConfig.environ` says exactly what it sets).
 
 Affinity is what bounds XLA's codegen, foreach and LLVM pools, which ignore every
 variable; a CPU quota does not. The measured result is at most ``12 + 5k`` threads per

@@ -27,8 +27,11 @@ def child():
 def test_capped_environment_sets_every_pool_variable():
     env = CAPPED.environ([0, 1], base={"OMP_NUM_THREADS": "1", "MALLOC_TRIM_THRESHOLD_": "0", "HOME": "/h"})
     assert env["NPROC"] == env["PJRT_NPROC"] == "2"
-    assert CAPPED.environ([0], base={})["PJRT_NPROC"] == "2"  # never 1: host callbacks deadlock
+    one = CAPPED.environ([0], base={})
+    assert one["NPROC"] == one["PJRT_NPROC"] == "1"  # one compute thread on one core
+    assert one["SWEEP_JAX_CONFIG"] == "jax_cpu_enable_async_dispatch=false"  # host callbacks
     assert CAPPED.environ([0, 1, 2, 3], base={})["PJRT_NPROC"] == "4"
+    assert "SWEEP_JAX_CONFIG" not in env  # from 2 cores XLA dispatches as it likes
     assert env["OPENBLAS_NUM_THREADS"] == env["MKL_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1"
     assert env["JAX_PLATFORMS"] == "cpu"
     assert env["HOME"] == "/h"
@@ -51,7 +54,7 @@ def test_child_is_pinned_to_its_lease_and_sees_capped_env(child):
     assert out.status == "done", out.error
     assert out.cores == (0,)
     assert out.outputs["ncpus"].values == 1 and out.outputs["cpu_sum"].values == 0
-    assert out.outputs["nproc_env"].values == 2 and out.outputs["blas_env"].values == 1
+    assert out.outputs["nproc_env"].values == 1 and out.outputs["blas_env"].values == 1
 
 
 def test_child_is_spawned_not_forked(child):
