@@ -77,12 +77,34 @@ start() {
     return 1
 }
 
+# this SLURM's step daemons: those in this network namespace (the multi-node cluster's
+# run in its nodes' own)
+own_stepds() {
+    local pid here
+    here=$(readlink /proc/self/ns/net)
+    for pid in $(pgrep -x slurmstepd); do
+        [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$here" ] && echo "$pid"
+    done
+    return 0
+}
+
+# SIGTERM, then SIGKILL after STOP_GRACE_S: a slurmd whose step daemon waits on a job that won't
+# end (its processes zombies, where PID 1 reaps late) stays in its shutdown for as long as that
+# step retries its RPCs to the slurmctld stopped beside it, and a start meanwhile would find
+# it running and start none
+STOP_GRACE_S=5
 stop() {
     pkill -x slurmd || true
     pkill -x slurmctld || true
     pkill -x munged || true
-    for _ in $(seq 1 100); do  # gone when stop returns: a start right after finds none running
+    for i in $(seq 1 100); do  # gone when stop returns: a start right after finds none running
         running slurmd || running slurmctld || running munged || return 0
+        if [ "$i" -eq $((STOP_GRACE_S * 10)) ]; then
+            pkill -9 -x slurmd || true
+            pkill -9 -x slurmctld || true
+            pkill -9 -x munged || true
+            for pid in $(own_stepds); do kill -9 "$pid" 2>/dev/null || true; done
+        fi
         sleep 0.1
     done
     echo "slurm daemons still running 10 s after stop" >&2
