@@ -45,12 +45,34 @@ def test_invrs_job_returns_the_documented_variables_in_a_one_core_child():
     assert [r["step"] for r in out.reports] == [0, 1]
 
 
-def test_offline_only_challenges_are_refused_before_any_import(tmp_path):
+def _job_module():
     spec = importlib.util.spec_from_file_location("invrs_job", ROOT / "recipes" / "jobs" / "invrs.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_offline_only_challenges_are_refused_before_any_import(tmp_path):
+    module = _job_module()
     with pytest.raises(ValueError, match="not available offline"):
         module.optimize(challenge="bayer_sorter", steps=1)
+    with pytest.raises(ValueError, match="unknown optimizer 'sgd'; one of"):
+        module.optimize(optimizer="sgd", steps=1)
+
+
+def test_adam_lowers_the_bends_loss_in_a_one_core_child():
+    child = Child([0], ChildConfig())
+    try:
+        out = child.run(
+            parse_job(JOB),
+            {"optimizer": "adam", "learning_rate": 0.1, "steps": 4, "wavelengths_nm": [1270.0]},
+            limits=Limits(timeout=300),
+        )
+    finally:
+        child.kill()
+    assert out.status == "done", out.error
+    loss = out.outputs["loss"].values
+    assert loss.shape == (4,) and loss[-1] < loss[0]
 
 
 def test_four_point_invrs_sweep_completes_on_the_local_cluster(client, tmp_path):

@@ -2,7 +2,9 @@
 
 ``optimize(challenge=..., beta=..., seed=..., steps=...)`` builds a challenge from
 ``invrs_gym.challenges.BY_NAME``, starts from its seeded initial design, runs an
-``invrs_opt.density_lbfgsb`` optimiser for ``steps`` steps, and returns the loss and the
+``invrs_opt.density_lbfgsb`` optimiser (``optimizer="lbfgsb"``) or Adam through
+``invrs_opt.density_wrapped_optax`` (``optimizer="adam"``, step size ``learning_rate``) for
+``steps`` steps, and returns the loss and the
 challenge's evaluation metric per step, the final design as a DataArray (dims ``x``, ``y``),
 and the challenge's final metrics. Each step is also sent with :func:`sweep.report`.
 
@@ -23,6 +25,7 @@ import sys
 import types
 
 OFFLINE_CHALLENGES = ("bayer_sorter", "meta_atom_library")
+OPTIMIZERS = ("lbfgsb", "adam")
 
 
 class _OfflineMaterial:
@@ -52,8 +55,12 @@ def optimize(
     seed: int = 0,
     steps: int = 10,
     wavelengths_nm: list[float] | None = None,
+    optimizer: str = "lbfgsb",
+    learning_rate: float = 0.05,
 ) -> dict:
     """Optimise one challenge from one seeded start; see the module docstring."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; one of {OPTIMIZERS}")
     if challenge in OFFLINE_CHALLENGES:
         raise ValueError(f"challenge {challenge!r} needs material data that is not available offline")
     _offline_materials()
@@ -73,7 +80,12 @@ def optimize(
         ) from None
     c = make(**({"wavelengths_nm": wavelengths_nm} if wavelengths_nm else {}))
     params = c.component.init(jax.random.PRNGKey(seed))
-    opt = invrs_opt.density_lbfgsb(beta=beta)
+    if optimizer == "adam":
+        import optax
+
+        opt = invrs_opt.density_wrapped_optax(optax.adam(learning_rate), beta=beta)
+    else:
+        opt = invrs_opt.density_lbfgsb(beta=beta)
     state = opt.init(params)
 
     def loss_fn(p):
