@@ -1,18 +1,27 @@
 """Adaptive search side by side: TPE + ASHA against random search, and against Ray Tune.
 
-    .venv/bin/python benchmarks/run.py --only search [--repeat 3] [--quick]
+    .venv/bin/python benchmarks/run.py --only search search_invrs [--repeat 3] [--quick]
 
-The job is the quickstart cavity (``recipes/jobs/fdfd.py:optimize``) with its design settings
-searched as continuous axes (``beta``, ``lr``, ``eps_max``) and its objective reported every
-``REPORT_EVERY`` steps. Each repeat uses its own seed, the same for every contender.
+Two workloads (:data:`WORKLOADS`), each a real adjoint optimisation with settings searched as
+continuous axes and its objective reported at every step it may be pruned at:
+
+* ``cavity``: the quickstart cavity (``recipes/jobs/fdfd.py:optimize``), ``beta``, ``lr`` and
+  ``eps_max`` searched, the objective reported every ``report_every`` steps;
+* ``invrs``: invrs-gym's lightweight waveguide bend with Adam (``recipes/jobs/invrs.py:optimize``,
+  ``optimizer: adam``), ``learning_rate`` and ``beta`` searched, the loss reported every step.
+
+Each repeat uses its own seed, the same for every contender.
 
 * ``sweep`` TPE + ASHA and ``sweep`` random search (no pruning), same ``n_trials``: the
   CPU-seconds each spends until it first reaches the random search's best objective (trials
   in the order they ended; a trial's CPU time is its child's, pruned trials included).
+* How well the workload's early objective ranks its final one, from the random search's trials
+  (all run to the end): the Spearman rank correlation between the objective after 10%, 20% and
+  50% of the steps and the final objective, per seed. Pruning can only pay where it is high.
 * Ray Tune (``OptunaSearch`` + ``ASHAScheduler``, the same budget and ``CORES`` concurrent
-  one-CPU trials): wall time, best final objective, and the most OS threads a trial's process
-  held (read from /proc at each report), against sweep's TPE + ASHA run's wall, best and
-  ``peak_threads``.
+  one-CPU trials), cavity only: wall time, best final objective, and the most OS threads a
+  trial's process held (read from /proc at each report), against sweep's TPE + ASHA run's wall,
+  best and ``peak_threads``.
 """
 
 from __future__ import annotations
@@ -26,16 +35,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from distributed import Client
+from scipy.stats import spearmanr
 
 from sweep import Sweep
 from sweep.cluster.clusters import local_cluster, local_cores
 
 CORES = local_cores()
-FDFD = Path(__file__).resolve().parent.parent / "recipes" / "jobs" / "fdfd.py"
+JOBS = Path(__file__).resolve().parent.parent / "recipes" / "jobs"
+FDFD = JOBS / "fdfd.py"
 STEPS = 120
 REPORT_EVERY = 10
 FIXED = {
@@ -48,30 +61,80 @@ FIXED = {
 }
 AXES = {"beta": [1.0, 16.0], "lr": {"low": 0.01, "high": 0.5, "log": True}, "eps_max": [2.0, 12.0]}
 ASHA = {"min_resource": 60, "reduction_factor": 2}  # see benchmarks/README.md: early values mislead
+EARLY = (0.1, 0.2, 0.5)  # fractions of the steps whose objective is ranked against the final one
 
 
-def run_sweep_search(sampler: str, prune: bool, n_trials: int, seed: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Workload:
+    """A searched optimisation: its job, fixed and searched parameters, the scalar result it is
+    judged by, the per-step result ranked against it (dim ``step_dim``), and ASHA's settings."""
+
+    job: str
+    fixed: dict[str, Any]
+    axes: dict[str, Any]
+    objective: str
+    direction: str
+    history: str
+    step_dim: str
+    metric: str
+    asha: dict[str, int]
+
+    @property
+    def sign(self) -> float:
+        """+1 where larger is better."""
+        return 1.0 if self.direction == "maximize" else -1.0
+
+
+INVRS_STEPS = 50
+WORKLOADS = {
+    "cavity": Workload(
+        job=f"{FDFD}:optimize",
+        fixed=FIXED,
+        axes=AXES,
+        objective="objective",
+        direction="maximize",
+        history="history",
+        step_dim="iteration",
+        metric="objective",
+        asha=ASHA,
+    ),
+    "invrs": Workload(
+        job=f"{JOBS / 'invrs.py'}:optimize",
+        fixed={"optimizer": "adam", "seed": 0, "steps": INVRS_STEPS},
+        axes={"learning_rate": {"low": 0.003, "high": 0.3, "log": True}, "beta": [1.0, 16.0]},
+        objective="final_loss",
+        direction="minimize",
+        history="loss",
+        step_dim="step",
+        metric="loss",
+        asha={"min_resource": INVRS_STEPS // 5, "reduction_factor": 3},
+    ),
+}
+
+
+def run_sweep_search(w: Workload, sampler: str, prune: bool, n_trials: int, seed: int) -> dict[str, Any]:
     """One search on a fresh local cluster: its trials (end time, CPU s, objective, status),
-    wall time (run only) and the most threads a trial's child held."""
+    wall time (run only), the most threads a trial's child held, and each done trial's
+    objective per step (``histories``)."""
     params: dict[str, Any] = {
         "search": {
             "sampler": sampler,
             "n_trials": n_trials,
             "seed": seed,
-            "axes": AXES,
-            "objective": "objective",
-            "direction": "maximize",
+            "axes": w.axes,
+            "objective": w.objective,
+            "direction": w.direction,
         },
-        "fixed": FIXED,
+        "fixed": w.fixed,
     }
     if prune:
-        params["prune"] = {"kind": "asha", "metric": "objective", **ASHA}
+        params["prune"] = {"kind": "asha", "metric": w.metric, **w.asha}
     with (
         local_cluster(dashboard="127.0.0.1:0") as c,
         Client(c) as client,
         tempfile.TemporaryDirectory() as tmp,
     ):
-        s = Sweep(f"{FDFD}:optimize", params, name=f"bench-{sampler}", output=f"{tmp}/s.zarr")
+        s = Sweep(w.job, params, name=f"bench-{sampler}", output=f"{tmp}/s.zarr")
         t0 = time.perf_counter()
         ds = s.run(client=client, progress=False)
         wall = time.perf_counter() - t0
@@ -81,19 +144,32 @@ def run_sweep_search(sampler: str, prune: bool, n_trials: int, seed: int) -> dic
         (
             float(ds["finished"].values[i].astype("float64")),
             float(ds["cpu_s"][i]),
-            float(ds["objective"][i]),
+            w.sign * float(ds[w.objective][i]),  # larger is better from here on
             st,
         )
         for i, st in enumerate(status)
     )
     done = [t[2] for t in trials if t[3] == "done"]
+    histories = ds[w.history].transpose(..., w.step_dim).values[status == "done"]
     return {
         "wall_s": wall,
         "trials": trials,
-        "best": max(done),
+        "best": w.sign * max(done),
         "peak_threads": int(ds["peak_threads"].max()),
         "pruned": int((status == "pruned").sum()),
         "cpu_s": sum(t[1] for t in trials),
+        "histories": histories,
+        "finals": ds[w.objective].values[status == "done"],
+    }
+
+
+def early_ranks(histories: np.ndarray, finals: np.ndarray) -> dict[str, float]:
+    """Spearman's rank correlation between the objective after each fraction in :data:`EARLY`
+    of the steps (``histories``: trials x steps) and the final objective of the same trials."""
+    steps = histories.shape[1]
+    return {
+        f"{fraction:g}": float(spearmanr(histories[:, max(1, round(fraction * steps)) - 1], finals).statistic)
+        for fraction in EARLY
     }
 
 
@@ -203,19 +279,24 @@ def ray_search(n_trials: int, seed: int) -> dict[str, Any]:
     return {"wall_s": wall, "best": max(finals), "peak_threads": threads, "pruned": pruned}
 
 
-def bench_search(repeat: int, n_trials: int, ray_too: bool = True) -> dict[str, Any]:
-    """Medians over ``repeat`` seeds; see the module docstring."""
+def bench_search(repeat: int, n_trials: int, workload: str = "cavity", ray_too: bool = True) -> dict:
+    """Medians over ``repeat`` seeds of one of :data:`WORKLOADS`; see the module docstring.
+    ``cpu_to_random_best_ratio``: TPE + ASHA's CPU-seconds until it reached random search's best
+    over random's until it found it; ``cpu_over_random_total``: the same over all of random's."""
+    w = WORKLOADS[workload]
     runs: dict[str, list[dict[str, Any]]] = {"tpe_asha": [], "random": [], "ray": []}
-    ratios = []
+    ratios, of_total, ranks = [], [], []
     for seed in range(repeat):
-        tpe = run_sweep_search("tpe", True, n_trials, seed)
-        rnd = run_sweep_search("random", False, n_trials, seed)
-        target = rnd["best"]
-        ratio = cpu_until(tpe["trials"], target) / cpu_until(rnd["trials"], target)
-        ratios.append(ratio)
-        runs["tpe_asha"].append({k: v for k, v in tpe.items() if k != "trials"})
-        runs["random"].append({k: v for k, v in rnd.items() if k != "trials"})
-        ray_run = run_ray(n_trials, seed) if ray_too else None
+        tpe = run_sweep_search(w, "tpe", True, n_trials, seed)
+        rnd = run_sweep_search(w, "random", False, n_trials, seed)
+        target = w.sign * rnd["best"]
+        spent = cpu_until(tpe["trials"], target)
+        ratios.append(spent / cpu_until(rnd["trials"], target))
+        of_total.append(spent / rnd["cpu_s"])
+        ranks.append(early_ranks(rnd["histories"], rnd["finals"]))
+        for name, run in (("tpe_asha", tpe), ("random", rnd)):
+            runs[name].append({k: v for k, v in run.items() if k not in ("trials", "histories", "finals")})
+        ray_run = run_ray(n_trials, seed) if ray_too and workload == "cavity" else None
         if ray_run is not None:
             runs["ray"].append(ray_run)
 
@@ -223,9 +304,15 @@ def bench_search(repeat: int, n_trials: int, ray_too: bool = True) -> dict[str, 
         return statistics.median(r[key] for r in runs[name]) if runs[name] else math.nan
 
     out: dict[str, Any] = {
+        "workload": workload,
         "n_trials": n_trials,
+        "asha": w.asha,
         "cpu_to_random_best_ratio": statistics.median(ratios),
         "ratios": ratios,
+        "cpu_over_random_total": statistics.median(of_total),
+        "over_random_total": of_total,
+        "spearman": {f: statistics.median(r[f] for r in ranks) for f in ranks[0]},
+        "spearman_runs": ranks,
         "runs": runs,
     }
     for name in runs:

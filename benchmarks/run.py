@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import platform
 import resource
@@ -587,21 +588,10 @@ def table(results: dict) -> str:
             f"{r['slots']} child starts of {r['child_start_cpu_s'] * 1000:.0f} ms CPU on this machine's "
             f"cores take {r['start_floor_s']:.1f} s at least) | <= 1.15x raw Dask; all busy <= 5 s |"
         )
-    a = results.get("search")
-    if a:
-        ray = (
-            f"; Ray Tune (OptunaSearch + ASHA) {a['ray_wall_s']:.1f} s, best {a['ray_best']:.1f}, "
-            f"peak threads {a['ray_peak_threads']:.0f} a trial process"
-            if a["runs"]["ray"]
-            else "; Ray Tune not run (needs root, unshare, ip)"
-        )
-        lines.append(
-            f"| search, {a['n_trials']} trials of the cavity | TPE + ASHA reaches random search's best with "
-            f"**{100 * a['cpu_to_random_best_ratio']:.0f}%** of its CPU-seconds; sweep TPE + ASHA "
-            f"{a['tpe_asha_wall_s']:.1f} s, best {a['tpe_asha_best']:.1f}, "
-            f"{a['tpe_asha_pruned']:.0f} pruned, peak threads {a['tpe_asha_peak_threads']:.0f}{ray} "
-            "| <= 40%; no slower than Ray, fewer threads |"
-        )
+    for key in ("search", "search_invrs"):
+        a = results.get(key)
+        if a:
+            lines.append(_search_row(a))
     out = results.get("outputs")
     if out:
         parts = "; ".join(
@@ -612,9 +602,32 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _search_row(a: dict) -> str:
+    """The table's row for one adaptive search workload (benchmarks/adaptive.py)."""
+    workload = a.get("workload", "cavity")
+    ray = ""  # Ray Tune runs beside the cavity only
+    if a["runs"]["ray"]:
+        ray = (
+            f"; Ray Tune (OptunaSearch + ASHA) {a['ray_wall_s']:.1f} s, best {a['ray_best']:.1f}, "
+            f"peak threads {a['ray_peak_threads']:.0f} a trial process"
+        )
+    elif workload == "cavity":
+        ray = "; Ray Tune not run (needs root, unshare, ip)"
+    ranks = ", ".join(f"{100 * float(f):.0f}% {r:.2f}" for f, r in a.get("spearman", {}).items())
+    return (
+        f"| search, {a['n_trials']} trials of the {workload} | TPE + ASHA reaches "
+        f"random search's best with **{100 * a['cpu_to_random_best_ratio']:.0f}%** of its CPU-seconds "
+        f"until then ({100 * a.get('cpu_over_random_total', math.nan):.0f}% of all of them); sweep "
+        f"TPE + ASHA {a['tpe_asha_wall_s']:.1f} s, best {a['tpe_asha_best']:.4g} (random "
+        f"{a['random_best']:.4g}), {a['tpe_asha_pruned']:.0f} pruned, peak threads "
+        f"{a['tpe_asha_peak_threads']:.0f}{ray}; early objective vs final, Spearman at {ranks or 'n/a'} "
+        "| <= 50%; no slower than Ray, fewer threads |"
+    )
+
+
 ALL = [
     "threads", "first_result", "compile_heavy", "efficiency", "invrs", "affinity", "auto_threads", "overhead",
-    "scale", "million", "ramp", "search", "outputs",
+    "scale", "million", "ramp", "search", "search_invrs", "outputs",
 ]  # fmt: skip
 
 
@@ -661,6 +674,8 @@ def main() -> int:
         results["ramp"] = bench_ramp(1 if quick else args.repeat)
     if "search" in wanted:
         results["search"] = bench_search(args.repeat, 12 if quick else 40)
+    if "search_invrs" in wanted and importlib.util.find_spec("invrs_gym") is not None:
+        results["search_invrs"] = bench_search(args.repeat, 8 if quick else 30, "invrs")
     if "outputs" in wanted:
         with cluster() as c, Client(c) as client:
             results["outputs"] = bench_outputs(1 if quick else args.repeat, client)
