@@ -5,27 +5,31 @@ trials alike) a k each from the candidates (``resources.threads_auto``, default 
 those above the largest worker's cores are dropped): ``ROUNDS`` points per job slot of that k
 (a cluster whose workers offer 2 cores has 2 slots of k=1 and 1 of k=2), so that each round
 fills the cluster and every slot's second point runs in a warm child. The ks run one after the
-other, the largest first: the points of a k are submitted once those of the k before have
-ended, since a pool closes an idle child whose cores a lease of another k needs
-(:mod:`sweep.worker.pool`), and mixing ks would leave every k with cold children only; the smallest k,
-the one that most often wins, runs last, so that when it wins the rest of the sweep starts on
-its warm children. No other point is submitted until the calibration has ended. Each k is
-scored by the points per second per core it gave, ``1 / (k x median job wall)`` (a node of N
-cores runs N / k such points at once), over its points that ended ``done`` and were not the
-first job of their child process: a child's first job compiles (and a child of a k other than
-the prewarmed one imports jax too), which the rest of the sweep's points, run by warm
-children, don't pay. A k none of whose points ran in a warm child is scored from its first
-jobs. The k with the highest score wins and every later point of the sweep runs with it; when
-no calibration point is done the smallest candidate is used. Calibration points are real
+other: the points of a k are submitted once those of the k before have ended, since a pool
+closes an idle child whose cores a lease of another k needs (:mod:`sweep.worker.pool`), and
+mixing ks would leave every k with cold children only.
+
+The smallest k runs first, on the children the workers started ahead (the smallest k is the
+sweep's k until a choice is made): it is the one that most often wins, and measuring it costs
+nothing a sweep at that k would not pay. Its points tell how long a cold and a warm point take;
+the larger ks (largest first) are measured only when the sweep is long enough to repay them:
+when what they would cost if they lost, ``ROUNDS`` cold rounds each plus one cold round of the
+smallest k to come back to (their children are closed), is at most ``REPAY`` of the rest of
+the sweep at the smallest k. A shorter sweep keeps the smallest k (the reason says so), giving
+up what a larger k could have gained. No other point is submitted until the calibration has
+ended. Each k is scored by the points per second per core it gave, ``1 / (k x median job
+wall)`` (a node of N cores runs N / k such points at once), over its points that ended ``done``
+and were not the first job of their child process: a child's first job compiles (and a child
+of a k other than the prewarmed one imports jax too), which the rest of the sweep's points, run
+by warm children, don't pay. A k none of whose points ran in a warm child is scored from its
+first jobs. The k with the highest score wins and every later point of the sweep runs with it;
+when no calibration point is done the smallest candidate is used. Calibration points are real
 points of the sweep: their results are kept, with the cores they ran on.
 
-What calibrating costs is about one cold and one warm round at each k that loses (and, when a
-k other than the smallest wins, one more cold round of it): small against a sweep of many
-rounds, large against one of few. A sweep of fewer than ``MIN_POINTS_FACTOR`` x the
-calibration's points is not calibrated (the smallest candidate is used, and the reason
-recorded). The choice and the measurements are stored in the store's ``sweep_threads_auto``
-attribute (:meth:`Calibration.summary`); a resumed sweep reads it back and does not calibrate
-again.
+A sweep of fewer than ``MIN_POINTS_FACTOR`` x the calibration's points is not calibrated (the
+smallest candidate is used, and the reason recorded). The choice and the measurements are
+stored in the store's ``sweep_threads_auto`` attribute (:meth:`Calibration.summary`); a resumed
+sweep reads it back and does not calibrate again.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from sweep.wire.task import PointTask
 log = logging.getLogger(__name__)
 ROUNDS = 2  # calibration points per job slot of each k: a cold one, then a warm one
 MIN_POINTS_FACTOR = 2  # a sweep of fewer than this many times the calibration's points isn't calibrated
+REPAY = 0.05  # the larger ks are measured only if losing costs at most this share of the sweep's rest
 ATTR = "sweep_threads_auto"
 
 
@@ -55,6 +60,7 @@ class Measured:
     k: int
     walls: list[float] = field(default_factory=list)  # job wall seconds of its done points
     warm: list[float] = field(default_factory=list)  # those of them not their child's first job
+    first: list[float] = field(default_factory=list)  # those of them that were
     failed: int = 0  # its points that ended otherwise
 
     def scored(self) -> list[float]:
@@ -66,6 +72,10 @@ class Measured:
         if not self.walls:
             return 0.0
         return 1.0 / (self.k * max(statistics.median(self.scored()), 1e-9))
+
+    def cold(self) -> float:
+        """The median wall of its points that were their child's first job (of all, if none)."""
+        return statistics.median(self.first or self.walls)
 
 
 class Calibration:
@@ -93,6 +103,10 @@ class Calibration:
         self.reason = "chosen by an earlier run of this sweep" if chosen is not None else ""
         self.decided_here = False  # whether this run decided (and so should store it)
         self._plan: list[int] = []  # the k of each calibration point not yet submitted
+        self._later: list[int] = []  # the ks measured after the smallest, if the sweep repays them
+        self._per: dict[int, int] = {}  # calibration points per k
+        self._left = 0  # the sweep's points not yet given a k
+        self._slots: dict[int, int] = {}  # job slots of each k over the workers
         self._out: dict[tuple[int, ...], int] = {}  # calibration points in flight -> their k
         self._children: set[int] = set()  # pids of the children that ran a calibration point
         self._fitted = chosen is not None
@@ -111,7 +125,8 @@ class Calibration:
             log.info("threads auto: candidates %s (workers have at most %d cores)", fits, largest_worker)
         self.candidates = tuple(fits)
         self.measured = {k: Measured(k) for k in self.candidates}
-        per = {k: self.rounds * max(1, sum(w // k for w in workers)) for k in self.candidates}
+        self._slots = {k: max(1, sum(w // k for w in workers)) for k in self.candidates}
+        per = {k: self.rounds * self._slots[k] for k in self.candidates}
         needed = sum(per.values())
         if len(self.candidates) == 1:
             only = f"the only candidate that fits a worker of {largest_worker} cores"
@@ -123,7 +138,10 @@ class Calibration:
                 f"({MIN_POINTS_FACTOR} x {needed} calibration points)",
             )
         else:
-            self._plan = [k for k in reversed(self.candidates) for _ in range(per[k])]
+            smallest, *larger = self.candidates
+            self._per, self._left = per, points
+            self._plan = [smallest] * per[smallest]
+            self._later = list(reversed(larger))
 
     @property
     def decided(self) -> bool:
@@ -143,6 +161,7 @@ class Calibration:
             return None  # the calibration's points are out, or the k before's still run
         k = self._plan.pop(0)
         self._out[task.index] = k
+        self._left -= 1
         return self.retune(task, k)
 
     def records_ended(self, records: Sequence[PointRecord]) -> None:
@@ -155,17 +174,39 @@ class Calibration:
             self._children.add(r.pid)
             if r.status == "done" and not math.isnan(r.wall_s):
                 self.measured[k].walls.append(r.wall_s)
-                if warm:
-                    self.measured[k].warm.append(r.wall_s)
+                (self.measured[k].warm if warm else self.measured[k].first).append(r.wall_s)
             else:
                 self.measured[k].failed += 1
-        if not self.decided and not self._plan and not self._out:
+        if self.decided or self._plan or self._out:
+            return
+        if self._later:
+            self._go_on_or_stop()
+        else:
             scored = {k: m.score() for k, m in self.measured.items()}
             best = max(scored, key=lambda k: (scored[k], -k))
             if scored[best] > 0:
                 self._decide(best, "the most points per second per core")
             else:
                 self._decide(self.candidates[0], "no calibration point ended done")
+
+    def _go_on_or_stop(self) -> None:
+        """The smallest k's points have ended: plan the larger ks' if the rest of the sweep
+        repays what they cost should they lose (see the module docstring), else keep it."""
+        smallest = self.candidates[0]
+        m = self.measured[smallest]
+        if m.walls:  # with none done the smallest k can't be the choice: measure the others
+            cost = (self.rounds * len(self._later) + 1) * m.cold()
+            rest = math.ceil(self._left / self._slots[smallest]) * statistics.median(m.scored())
+            if cost > REPAY * rest:
+                self._later = []
+                self._decide(
+                    smallest,
+                    f"the larger ks not measured: losing would cost ~{cost:.3g} s, more than "
+                    f"{REPAY:.0%} of the rest of the sweep at k={smallest} (~{rest:.3g} s)",
+                )
+                return
+        self._plan = [k for k in self._later for _ in range(self._per[k])]
+        self._later = []
 
     def _decide(self, k: int, reason: str) -> None:
         self.chosen, self.reason, self.decided_here = k, reason, True
