@@ -365,16 +365,21 @@ def bench_invrs(repeat: int, n: int, steps: int) -> dict:
     return _against_time_alone(JobRef("file", str(INVRS), "optimize"), fixed, {"steps": 2}, 2, contenders)
 
 
-def bench_auto_threads(repeat: int, quick: bool = False) -> dict:
+def bench_auto_threads(repeat: int, quick: bool = False, long: bool = False) -> dict:
     """``threads: auto`` against every fixed k it may choose, on the invrs-gym bend and the
     matmul-bound efficiency job: sweeps of the same points, interleaved, medians; and what the
-    calibration cost: the wall of its rounds at the ks that lost (first start to last end)."""
+    calibration cost: the wall of its rounds at the ks that lost (first start to last end).
+    ``long``: the matmul job alone, 150 points per core of a fifth of the steps, a sweep long
+    enough that the larger ks are measured (autothreads.REPAY)."""
     from sweep.client import autothreads
+    from sweep.model.recipe import AUTO_CANDIDATES
 
-    n = 8 * CORES
-    ks = [k for k in autothreads.CANDIDATES if k <= CORES]
-    workloads = {"matmul": ("fixed_work", JOBS, {"steps": 300 if quick else 900})}
-    if importlib.util.find_spec("invrs_gym") is not None:
+    n = (150 if long else 8) * CORES
+    ks = [k for k in AUTO_CANDIDATES if k <= CORES]
+    workloads = {
+        "matmul": ("fixed_work", JOBS, {"steps": (60 if quick else 180) if long else (300 if quick else 900)})
+    }
+    if importlib.util.find_spec("invrs_gym") is not None and not long:
         workloads["invrs"] = ("optimize", INVRS, {"steps": 3 if quick else 5})
     out: dict[str, Any] = {"jobs": n, "candidates": ks}
     for name, (job, file, fixed) in workloads.items():
@@ -564,8 +569,9 @@ def table(results: dict) -> str:
             for w, x in aff.items()
         )
         lines.append(f"| affinity: pairs side by side, wall over pinned's | {parts} | by measurement |")
-    u = results.get("auto_threads")
-    if u:
+    for u in (results.get("auto_threads"), results.get("auto_threads_long")):
+        if not u:
+            continue
         for w in ("matmul", "invrs"):
             if w in u:
                 x = u[w]
@@ -574,7 +580,7 @@ def table(results: dict) -> str:
                 lines.append(
                     f"| threads: auto, {u['jobs']} {w} points | auto {x['sweep_s']:.1f} s (chose k = "
                     f"{', '.join(map(str, chose))}; **{x['auto_over_best']:.2f}x** the best fixed k, "
-                    f"+{x['auto_minus_best_s']:.1f} s; rounds at the ks that lost "
+                    f"{x['auto_minus_best_s']:+.1f} s; rounds at the ks that lost "
                     f"{x['losers_median_s']:.1f} s); "
                     f"{fixed} | <= 1.05x best; <= k=1 + calibration |"
                 )
@@ -626,7 +632,8 @@ def _search_row(a: dict) -> str:
 
 
 ALL = [
-    "threads", "first_result", "compile_heavy", "efficiency", "invrs", "affinity", "auto_threads", "overhead",
+    "threads", "first_result", "compile_heavy", "efficiency", "invrs", "affinity", "auto_threads",
+    "auto_threads_long", "overhead",
     "scale", "million", "ramp", "search", "search_invrs", "outputs",
 ]  # fmt: skip
 
@@ -664,6 +671,8 @@ def main() -> int:
         results["affinity"] = bench_affinity(args.repeat, quick)
     if "auto_threads" in wanted:
         results["auto_threads"] = bench_auto_threads(args.repeat, quick)
+    if "auto_threads_long" in wanted:
+        results["auto_threads_long"] = bench_auto_threads(args.repeat, quick, long=True)
     if "overhead" in wanted:
         results["overhead"] = bench_overhead(args.repeat, 200 if quick else 1000)
     if "scale" in wanted:
