@@ -104,7 +104,6 @@ class Calibration:
         self.decided_here = False  # whether this run decided (and so should store it)
         self._plan: list[int] = []  # the k of each calibration point not yet submitted
         self._later: list[int] = []  # the ks measured after the smallest, if the sweep repays them
-        self._per: dict[int, int] = {}  # calibration points per k
         self._left = 0  # the sweep's points not yet given a k
         self._slots: dict[int, int] = {}  # job slots of each k over the workers
         self._out: dict[tuple[int, ...], int] = {}  # calibration points in flight -> their k
@@ -126,8 +125,7 @@ class Calibration:
         self.candidates = tuple(fits)
         self.measured = {k: Measured(k) for k in self.candidates}
         self._slots = {k: max(1, sum(w // k for w in workers)) for k in self.candidates}
-        per = {k: self.rounds * self._slots[k] for k in self.candidates}
-        needed = sum(per.values())
+        needed = sum(self._points_of(k) for k in self.candidates)
         if len(self.candidates) == 1:
             only = f"the only candidate that fits a worker of {largest_worker} cores"
             self._decide(self.candidates[0], only)
@@ -139,9 +137,13 @@ class Calibration:
             )
         else:
             smallest, *larger = self.candidates
-            self._per, self._left = per, points
-            self._plan = [smallest] * per[smallest]
+            self._left = points
+            self._plan = [smallest] * self._points_of(smallest)
             self._later = list(reversed(larger))
+
+    def _points_of(self, k: int) -> int:
+        """The calibration points of k: ``rounds`` of its job slots over the workers."""
+        return self.rounds * self._slots[k]
 
     @property
     def decided(self) -> bool:
@@ -205,7 +207,7 @@ class Calibration:
                     f"{REPAY:.0%} of the rest of the sweep at k={smallest} (~{rest:.3g} s)",
                 )
                 return
-        self._plan = [k for k in self._later for _ in range(self._per[k])]
+        self._plan = [k for k in self._later for _ in range(self._points_of(k))]
         self._later = []
 
     def _decide(self, k: int, reason: str) -> None:
