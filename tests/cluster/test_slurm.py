@@ -27,8 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
 def _running(name: str) -> bool:
     """Whether a live process is called ``name`` (a killed daemon's zombie is not one)."""
-    procs = psutil.process_iter(["name", "status"])
-    return any(p.info["name"] == name and p.info["status"] != psutil.STATUS_ZOMBIE for p in procs)
+    return any(p.info["name"] == name and alive(p.pid) for p in psutil.process_iter(["name"]))
 
 
 @pytest.fixture(scope="module")
