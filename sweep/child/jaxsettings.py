@@ -13,6 +13,7 @@ only, like the rest of the child.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from sweep.wire.childconfig import JAX_CONFIG_VAR
@@ -25,7 +26,7 @@ def _value(text: str) -> bool | int | str:
     return int(low) if low.lstrip("-").isdigit() else text.strip()
 
 
-def requested(environ: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, bool | int | str]:
+def requested(environ: Mapping[str, str] = os.environ) -> dict[str, bool | int | str]:
     """The settings ``environ`` asks for, by name."""
     pairs = (p.partition("=") for p in environ.get(JAX_CONFIG_VAR, "").split(",") if p.strip())
     return {name.strip(): _value(value) for name, _, value in pairs}
