@@ -191,21 +191,26 @@ def _create_with_xarray(
 
 
 def _record_vars(
-    names: list[str], dims: tuple[str, ...], shape: tuple[int, ...]
+    names: list[str], dims: tuple[str, ...], shape: tuple[int, ...], *, text_in_memory: bool = False
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The per-point variables ``names`` of :data:`RECORD_VARS`, unset, and their encodings."""
+    """The per-point variables ``names`` of :data:`RECORD_VARS`, unset, and their encodings.
+
+    Each is a lazy array of its fill value, which ``to_zarr(compute=False)`` leaves unwritten
+    (a reader gets the fill value), text as well: a million points' text held as NumPy object
+    arrays took ~0.5 GB while the store was made. ``text_in_memory`` gives the text variables
+    as NumPy arrays, to be set before writing."""
     import dask.array as da
 
     chunks = _chunks(shape, POINTS_PER_CHUNK)
     data_vars, encoding = {}, {}
     for name in names:
         var = RECORD_VARS[name]
-        if var.dtype is str:
+        text = var.dtype is str
+        if text and text_in_memory:
             values = np.full(shape, var.fill, dtype=object)
-            encoding[name] = {"chunks": chunks}
         else:
-            values = da.full(shape, var.fill, dtype=var.dtype, chunks=chunks)
-            encoding[name] = {"chunks": chunks, "fill_value": var.fill}
+            values = da.full(shape, var.fill, dtype=object if text else var.dtype, chunks=chunks)
+        encoding[name] = {"chunks": chunks, "fill_value": var.fill}
         data_vars[name] = (dims, values, dict(var.attrs))
     return data_vars, encoding
 
@@ -221,7 +226,7 @@ def _add_record_vars(path: Path) -> None:
     import xarray as xr  # only then: opening a store imports no xarray
 
     dims = tuple(json.loads(group.attrs["sweep_dims"]))
-    data_vars, encoding = _record_vars(missing, dims, group["status"].shape)
+    data_vars, encoding = _record_vars(missing, dims, group["status"].shape, text_in_memory=True)
     if "returned" in missing:
         finished = np.isin(np.asarray(group["status"][...], dtype=object), FINISHED)
         data_vars["returned"][1][finished] = ",".join(_outputs(group))
@@ -234,16 +239,16 @@ def _add_record_vars(path: Path) -> None:
 
 def _build(path: Path, loaded: Any, fingerprint: str) -> None:
     """Write the skeleton of a store for ``loaded`` at ``path`` (a new directory)."""
+    import dask.array as da
     import xarray as xr
 
     space = loaded.space
     dims, shape = space.dims, space.shape
     data_vars, encoding = _record_vars(list(RECORD_VARS), tuple(dims), tuple(shape))
     coords = {n: (d, v.astype(object) if v.dtype.kind in "OUS" else v) for n, (d, v) in space.coords.items()}
-    ids = np.empty(shape, dtype=object)
-    for p in space.points():
-        ids[p.index] = p.id
-    coords["point_id"] = (dims, ids)
+    chunks = _chunks(tuple(shape), POINTS_PER_CHUNK)
+    coords["point_id"] = (dims, da.full(shape, "", dtype=object, chunks=chunks))  # set below
+    encoding["point_id"] = {"chunks": chunks, "fill_value": ""}
     ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update(
         sweep_name=loaded.name,
@@ -261,6 +266,18 @@ def _build(path: Path, loaded: Any, fingerprint: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ds.to_zarr(str(path), mode="w", compute=False, consolidated=False, encoding=encoding)
+    _write_point_ids(path, space)
+
+
+def _write_point_ids(path: Path, space: Any) -> None:
+    """Write each point's id into the new store's ``point_id``, straight through zarr (xarray
+    would copy the million strings of a million points on the way)."""
+    import zarr
+
+    ids = np.empty(space.shape, dtype=object)
+    for p in space.points():
+        ids[p.index] = p.id
+    zarr.open_array(str(path / "point_id"), mode="r+")[...] = ids
 
 
 def _clean_staging(path: Path) -> None:
