@@ -559,7 +559,7 @@ def table(results: dict) -> str:
     if m:
         lines.append(
             f"| {m['points']:,} no-op points | {m['wall_s']:.0f} s ({m['per_point_ms']:.2f} ms/point), "
-            f"client peak RSS {m['client_peak_rss_mb']:.0f} MB | <= 600 s, RSS <= 1.5 GB |"
+            f"client peak RSS {m['client_peak_rss_mb']:.0f} MB | <= 300 s, RSS <= 1 GB |"
         )
     aff = results.get("affinity")
     if aff:
