@@ -22,7 +22,7 @@ import numpy as np
 from sweep import provenance
 from sweep.store import checkpoints, integrity, layout
 from sweep.store.errors import StoreFull
-from sweep.store.layout import LOGS, METADATA, NOT_DATA
+from sweep.store.layout import ADDING, LOGS, METADATA, NOT_DATA
 from sweep.wire.protocol import FINISHED, stored_fields
 
 log = logging.getLogger(__name__)
@@ -129,25 +129,32 @@ def _create_outputs(path: Path, outputs: list[NewOutput]) -> None:
     OUTPUT_CHUNK_BYTES, fast: per dtype, the first through xarray (with every new coordinate),
     the rest as copies of its zarr metadata under their own names, shapes and dims. One xarray
     write per output listed every member of the group each time: a job returning 3000 scalars
-    took half an hour to store its first point."""
+    took half an hour to store its first point.
+
+    They are made in a group of their own (``ADDING``) and each variable's folder is then
+    moved in whole: zarr makes a folder before it writes the metadata there, and a reader of
+    the running sweep took such a folder for a damaged store."""
     import zarr
 
     if not outputs:
         return
-    group = _open_group(path, "r+")
+    group = _open_group(path, "r")
     sweep_dims = tuple(json.loads(group.attrs["sweep_dims"]))
     sweep_shape = tuple(group["status"].shape)
     coords = {d: c for out in outputs for d, c in out.coords.items() if d not in group}
     by_dtype: dict[str, list[NewOutput]] = {}
     for out in outputs:
         by_dtype.setdefault(np.dtype(out.dtype).str, []).append(out)
+    aside = path / ADDING
+    shutil.rmtree(aside, ignore_errors=True)
     for same in by_dtype.values():
         first, *rest = same
-        _create_with_xarray(path, first, sweep_dims, sweep_shape, coords)
+        _create_with_xarray(aside, first, sweep_dims, sweep_shape, coords)
         coords = {}
-        template = zarr.open_array(str(path / first.name), mode="r")
+        template = zarr.open_array(str(aside / first.name), mode="r")
+        staged = cast(Any, zarr.open_group(str(aside), mode="r+"))
         for out in rest:
-            group.create_array(
+            staged.create_array(
                 out.name,
                 shape=sweep_shape + tuple(out.shape),
                 dtype=template.dtype,
@@ -159,6 +166,10 @@ def _create_outputs(path: Path, outputs: list[NewOutput]) -> None:
                 attributes=dict(template.attrs),
                 dimension_names=sweep_dims + out.dims,
             )
+    for entry in aside.iterdir():
+        if entry.name != METADATA:
+            os.replace(entry, path / entry.name)
+    shutil.rmtree(aside)
 
 
 def _output_chunks(sweep_shape: tuple[int, ...], out: NewOutput) -> tuple[int, ...]:
@@ -170,15 +181,14 @@ def _output_chunks(sweep_shape: tuple[int, ...], out: NewOutput) -> tuple[int, .
 def _create_with_xarray(
     path: Path, out: NewOutput, sweep_dims: tuple[str, ...], sweep_shape: tuple[int, ...], coords: dict
 ) -> None:
-    """Add output ``out`` and the coordinates ``coords`` through xarray (its encoding is the
-    template the other outputs of its dtype copy)."""
+    """Add output ``out`` and the coordinates ``coords`` through xarray to the group at
+    ``path`` (made if new; its encoding is the template the other outputs of its dtype copy)."""
     import dask.array as da
     import xarray as xr
 
     chunks = _output_chunks(sweep_shape, out)
     data = da.full(sweep_shape + tuple(out.shape), np.nan, dtype=out.dtype, chunks=chunks)
     ds = xr.Dataset({out.name: (sweep_dims + out.dims, data)}, coords=coords)
-    ds.attrs.update(_open_group(path, "r").attrs)  # appending writes these over the group's
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ds.to_zarr(
@@ -281,9 +291,9 @@ def _write_point_ids(path: Path, space: Any) -> None:
 
 
 def _clean_staging(path: Path) -> None:
-    """Remove what a rebuild of the store at ``path`` that was killed left beside it (called
-    under the store's lock: no rebuild of it runs)."""
-    for staging in layout.stagings(path):
+    """Remove what a rebuild of the store at ``path``, or an addition of variables to it, that
+    was killed left behind (called under the store's lock: neither runs)."""
+    for staging in [*layout.stagings(path), path / ADDING]:
         shutil.rmtree(staging, ignore_errors=True)
 
 

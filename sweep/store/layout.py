@@ -11,6 +11,7 @@ A store is a folder, ``OUTPUT`` in a recipe::
       .sweep-driver.log       a detached driver's output (LOG_NAME)
       logs/<point>/<n>.txt    what attempt n of each point printed (LOGS)
       .sweep-checkpoints/<point>.pkl  the last checkpoint of each point not yet done (CHECKPOINTS)
+      .sweep-adding/          new variables, built here whole and then moved in (ADDING)
 
 and beside it, only while a rebuild for a grown space runs or was cut short,
 ``.OUTPUT.creating-<pid>`` (:func:`staging`) and ``.OUTPUT.replaced`` (:func:`backup`).
@@ -31,6 +32,7 @@ STATE_NAME = ".sweep-driver.json"
 LOG_NAME = ".sweep-driver.log"
 LOGS = "logs"
 CHECKPOINTS = ".sweep-checkpoints"
+ADDING = ".sweep-adding"
 NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME, LOGS, CHECKPOINTS)  # kept through a rebuild
 
 

@@ -211,3 +211,30 @@ def test_a_new_store_writes_no_chunk_of_its_unset_variables_text_included(out):
     assert (ds["status"].values == "pending").all() and (ds["host"].values == "").all()
     space = loaded(out).space
     assert [ds["point_id"].values[p.index] for p in space.points()] == [p.id for p in space.points()]
+
+
+def test_a_reader_never_sees_an_output_half_added(out, monkeypatch):
+    """Found under load: a test polling `open_results` while the first point's outputs were
+    added got StoreDamaged ("y/zarr.json: damaged store metadata (the file is missing)"): zarr
+    makes a variable's folder before it writes its metadata there. Here a reader opens the
+    store at every file zarr (or the store) moves into place while outputs and a coordinate
+    are added."""
+    import os
+
+    from sweep.wire.protocol import Output
+
+    real = os.replace
+    opened = []
+
+    def replace(src, dst, *args, **kwargs):
+        opened.append(sorted(open_results(out, load=False).data_vars))
+        return real(src, dst, *args, **kwargs)
+
+    with Store.open(out, loaded(out)) as store:
+        monkeypatch.setattr(os, "replace", replace)
+        with_coords = Output(np.zeros(2), ("t",), {"t": np.array([0, 1])})
+        outputs = {"y": Output(np.float64(1.0), ()), "z": Output(np.float64(2.0), ()), "w": with_coords}
+        (written,) = store.write([PointRecord((0, 0), status="done", outputs=outputs)])
+        monkeypatch.undo()
+    assert written.status == "done" and opened
+    assert {"w", "y", "z"} <= set(open_results(out).data_vars)
