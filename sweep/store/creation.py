@@ -12,7 +12,8 @@ import os
 import shutil
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -131,9 +132,7 @@ def _create_outputs(path: Path, outputs: list[NewOutput]) -> None:
     write per output listed every member of the group each time: a job returning 3000 scalars
     took half an hour to store its first point.
 
-    They are made in a group of their own (``ADDING``) and each variable's folder is then
-    moved in whole: zarr makes a folder before it writes the metadata there, and a reader of
-    the running sweep took such a folder for a damaged store."""
+    They are made aside (:func:`_adding`), as a reader of the running sweep may look."""
     import zarr
 
     if not outputs:
@@ -145,27 +144,37 @@ def _create_outputs(path: Path, outputs: list[NewOutput]) -> None:
     by_dtype: dict[str, list[NewOutput]] = {}
     for out in outputs:
         by_dtype.setdefault(np.dtype(out.dtype).str, []).append(out)
+    with _adding(path) as aside:
+        for same in by_dtype.values():
+            first, *rest = same
+            _create_with_xarray(aside, first, sweep_dims, sweep_shape, coords)
+            coords = {}
+            template = zarr.open_array(str(aside / first.name), mode="r")
+            staged = cast(Any, zarr.open_group(str(aside), mode="r+"))
+            for out in rest:
+                staged.create_array(
+                    out.name,
+                    shape=sweep_shape + tuple(out.shape),
+                    dtype=template.dtype,
+                    chunks=_output_chunks(sweep_shape, out),
+                    fill_value=template.fill_value,
+                    compressors=template.compressors,
+                    serializer=template.serializer,
+                    filters=template.filters,
+                    attributes=dict(template.attrs),
+                    dimension_names=sweep_dims + out.dims,
+                )
+
+
+@contextmanager
+def _adding(path: Path) -> Iterator[Path]:
+    """A zarr group of its own (``ADDING``) to make new variables of the store at ``path`` in;
+    on leaving, each variable's folder is moved into the store whole. zarr makes a folder before
+    it writes the metadata there, and a reader of a running sweep took such a folder for a
+    damaged store. One left by a killed writer is cleared at the next open."""
     aside = path / ADDING
     shutil.rmtree(aside, ignore_errors=True)
-    for same in by_dtype.values():
-        first, *rest = same
-        _create_with_xarray(aside, first, sweep_dims, sweep_shape, coords)
-        coords = {}
-        template = zarr.open_array(str(aside / first.name), mode="r")
-        staged = cast(Any, zarr.open_group(str(aside), mode="r+"))
-        for out in rest:
-            staged.create_array(
-                out.name,
-                shape=sweep_shape + tuple(out.shape),
-                dtype=template.dtype,
-                chunks=_output_chunks(sweep_shape, out),
-                fill_value=template.fill_value,
-                compressors=template.compressors,
-                serializer=template.serializer,
-                filters=template.filters,
-                attributes=dict(template.attrs),
-                dimension_names=sweep_dims + out.dims,
-            )
+    yield aside
     for entry in aside.iterdir():
         if entry.name != METADATA:
             os.replace(entry, path / entry.name)
@@ -205,24 +214,27 @@ def _record_vars(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The per-point variables ``names`` of :data:`RECORD_VARS`, unset, and their encodings.
 
-    Each is a lazy array of its fill value, which ``to_zarr(compute=False)`` leaves unwritten
-    (a reader gets the fill value), text as well: a million points' text held as NumPy object
-    arrays took ~0.5 GB while the store was made. ``text_in_memory`` gives the text variables
+    Each is :func:`_unset`, text as well: a million points' text held as NumPy object arrays
+    took ~0.5 GB while the store was made. ``text_in_memory`` gives the text variables
     as NumPy arrays, to be set before writing."""
-    import dask.array as da
-
-    chunks = _chunks(shape, POINTS_PER_CHUNK)
     data_vars, encoding = {}, {}
     for name in names:
         var = RECORD_VARS[name]
         text = var.dtype is str
+        values, encoding[name] = _unset(shape, var.fill, object if text else var.dtype)
         if text and text_in_memory:
             values = np.full(shape, var.fill, dtype=object)
-        else:
-            values = da.full(shape, var.fill, dtype=object if text else var.dtype, chunks=chunks)
-        encoding[name] = {"chunks": chunks, "fill_value": var.fill}
         data_vars[name] = (dims, values, dict(var.attrs))
     return data_vars, encoding
+
+
+def _unset(shape: tuple[int, ...], fill: Any, dtype: Any) -> tuple[Any, dict[str, Any]]:
+    """A per-point variable of the sweep's ``shape``, all ``fill``, lazy (``to_zarr(compute=False)``
+    writes none of its chunks), and its encoding."""
+    import dask.array as da
+
+    chunks = _chunks(shape, POINTS_PER_CHUNK)
+    return da.full(shape, fill, dtype=dtype, chunks=chunks), {"chunks": chunks, "fill_value": fill}
 
 
 def _add_record_vars(path: Path) -> None:
@@ -240,25 +252,22 @@ def _add_record_vars(path: Path) -> None:
     if "returned" in missing:
         finished = np.isin(np.asarray(group["status"][...], dtype=object), FINISHED)
         data_vars["returned"][1][finished] = ",".join(_outputs(group))
-    ds = xr.Dataset(data_vars)
-    ds.attrs.update(group.attrs)
-    with warnings.catch_warnings():
+    with _adding(path) as aside, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ds.to_zarr(str(path), mode="a", compute=True, consolidated=False, encoding=encoding)
+        ds = xr.Dataset(data_vars)
+        ds.to_zarr(str(aside), mode="w", compute=True, consolidated=False, encoding=encoding)
 
 
 def _build(path: Path, loaded: Any, fingerprint: str) -> None:
     """Write the skeleton of a store for ``loaded`` at ``path`` (a new directory)."""
-    import dask.array as da
     import xarray as xr
 
     space = loaded.space
     dims, shape = space.dims, space.shape
     data_vars, encoding = _record_vars(list(RECORD_VARS), tuple(dims), tuple(shape))
     coords = {n: (d, v.astype(object) if v.dtype.kind in "OUS" else v) for n, (d, v) in space.coords.items()}
-    chunks = _chunks(tuple(shape), POINTS_PER_CHUNK)
-    coords["point_id"] = (dims, da.full(shape, "", dtype=object, chunks=chunks))  # set below
-    encoding["point_id"] = {"chunks": chunks, "fill_value": ""}
+    ids, encoding["point_id"] = _unset(tuple(shape), "", object)
+    coords["point_id"] = (dims, ids)  # written by _write_point_ids
     ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update(
         sweep_name=loaded.name,

@@ -213,28 +213,54 @@ def test_a_new_store_writes_no_chunk_of_its_unset_variables_text_included(out):
     assert [ds["point_id"].values[p.index] for p in space.points()] == [p.id for p in space.points()]
 
 
-def test_a_reader_never_sees_an_output_half_added(out, monkeypatch):
-    """Found under load: a test polling `open_results` while the first point's outputs were
-    added got StoreDamaged ("y/zarr.json: damaged store metadata (the file is missing)"): zarr
-    makes a variable's folder before it writes its metadata there. Here a reader opens the
-    store at every file zarr (or the store) moves into place while outputs and a coordinate
-    are added."""
+@pytest.fixture
+def reader_at_every_move(out, monkeypatch):
+    """``watch()`` from then on opens the store ``out`` as a reader at every metadata file or
+    folder moved into place (zarr writes each file aside and moves it in; the store moves in
+    new variables) and returns the list of what it saw: a reader that meets a half-made
+    variable raises StoreDamaged."""
     import os
+    from pathlib import Path
 
-    from sweep.wire.protocol import Output
-
-    real = os.replace
-    opened = []
+    real, seen = os.replace, []
 
     def replace(src, dst, *args, **kwargs):
-        opened.append(sorted(open_results(out, load=False).data_vars))
+        if Path(dst).name == "zarr.json" or Path(src).is_dir():
+            seen.append(sorted(open_results(out, load=False).data_vars))
         return real(src, dst, *args, **kwargs)
 
-    with Store.open(out, loaded(out)) as store:
+    def watch():
         monkeypatch.setattr(os, "replace", replace)
+        return seen
+
+    return watch
+
+
+def test_a_reader_never_sees_an_output_half_added(out, reader_at_every_move):
+    """Found under load: a test polling `open_results` while the first point's outputs were
+    added got StoreDamaged ("y/zarr.json: damaged store metadata (the file is missing)"): zarr
+    makes a variable's folder before it writes its metadata there."""
+    from sweep.wire.protocol import Output
+
+    with Store.open(out, loaded(out)) as store:
+        seen = reader_at_every_move()
         with_coords = Output(np.zeros(2), ("t",), {"t": np.array([0, 1])})
         outputs = {"y": Output(np.float64(1.0), ()), "z": Output(np.float64(2.0), ()), "w": with_coords}
         (written,) = store.write([PointRecord((0, 0), status="done", outputs=outputs)])
-        monkeypatch.undo()
-    assert written.status == "done" and opened
+    assert written.status == "done" and seen
     assert {"w", "y", "z"} <= set(open_results(out).data_vars)
+
+
+def test_a_reader_never_sees_a_per_point_variable_half_added_to_an_older_store(out, reader_at_every_move):
+    """A store made by an earlier version gets the per-point variables it lacks as it is
+    opened, while a reader (`sweep status`) may look, the same way as new outputs."""
+    import shutil
+
+    with Store.open(out, loaded(out)):
+        pass
+    shutil.rmtree(out / "peak_gpu_memory")  # as a store made before it was recorded
+    seen = reader_at_every_move()
+    with Store.open(out, loaded(out)):
+        pass
+    assert any("peak_gpu_memory" not in names for names in seen)
+    assert "peak_gpu_memory" in open_results(out).data_vars
