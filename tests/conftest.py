@@ -55,8 +55,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 # beside the other test processes of `pytest -n N` (`make test-main`), a test takes up to this
-# many times its time alone, per process (measured: 2.3 s alone, 8.4 s beside one other, 1-minute
-# load average 2 on 2 cores: the load average lags the burst)
+# many times its time alone, per process (measured: 2.3 s alone, 8.4 s beside one other, while
+# the limit stayed 3.0 s: the 1-minute load average lags the burst)
 SHARED_SLOWDOWN = 2.0
 TEST_PROCESSES = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 
