@@ -1,11 +1,15 @@
 """N JAX jobs on every core of one node, without Dask: the fraction of the node's limit each
 way of running them reaches. Runs where no socket can be opened (the TPU machine).
 
-    python -m benchmarks.node --jobs 26 --repeat 3 --out node.json
+    python -m benchmarks.node --jobs 26 --repeat 3 --out node.json [--job fdfd]
 
-The limit is ``jobs x t1 / cores``: ``t1`` is one job's wall alone on one core (a capped child:
-one XLA thread); a way's fraction is the limit over its wall. Ways, each ``--repeat`` times,
-interleaved:
+The job (:data:`WORKLOADS`): ``matmul``, a jitted gradient of matrix products, or ``fdfd``, the
+quickstart's adjoint optimisation (``recipes/jobs/fdfd.py``, 45 Adam steps of a 1,440-cell
+solve). The limit is ``jobs x t1 / cores``: ``t1`` is one job's wall alone on one core (a
+capped child: one XLA thread); a way's fraction is the limit over its wall. The machine's own
+side-by-side limit is ``jobs x tc / cores``, ``tc`` the wall of ``cores`` such jobs at once, one
+per warm capped child: what the machine allows when every core is busy, before any
+orchestration. Ways, each ``--repeat`` times, interleaved:
 
 * ``capped``: the project's default: a worker's CorePool (node-wide core leases, warm children
   pinned to k = 1 core, the capped environment: one XLA thread, computations run inline; a
@@ -42,20 +46,26 @@ from sweep.worker import pinning
 from sweep.worker.pool import CorePool
 
 HERE = Path(__file__).resolve().parent
-JOB = JobRef("file", str(HERE / "jobs.py"), "matmul_grad")
-KWARGS = {"steps": 1350, "n": 256}  # about 4.5 s on one core of the TPU machine
+WORKLOADS = {  # each about 4 s on one core of the TPU machine
+    "matmul": (JobRef("file", str(HERE / "jobs.py"), "matmul_grad"), {"steps": 1350, "n": 256}),
+    "fdfd": (
+        JobRef("file", str(HERE.parent / "recipes" / "jobs" / "fdfd.py"), "optimize"),
+        {"steps": 45, "n": 1440, "n_design": 480, "checkpoint_every": 0},
+    ),
+}
+Work = tuple[JobRef, dict[str, Any]]
 UNCAPPED = (
-    "import sys, psutil; sys.path.insert(0, {here!r}); from jobs import matmul_grad; "
-    "matmul_grad(**{kwargs!r}); print(psutil.Process().num_threads())"
+    "import runpy, psutil; runpy.run_path({path!r})[{name!r}](**{kwargs!r}); "
+    "print(psutil.Process().num_threads())"
 )
 
 
-def _capped(pool: CorePool, config: ChildConfig, jobs: int) -> tuple[float, list[int]]:
+def _capped(pool: CorePool, config: ChildConfig, work: Work, jobs: int) -> tuple[float, list[int]]:
     """Wall of ``jobs`` points on the pool's cores, and each one's peak threads."""
 
     def one(_: int) -> int:
         with pool.lease(Placement(1), config) as child:
-            record = child.run(JOB, KWARGS)
+            record = child.run(*work)
             assert record.status == "done", record.error
             return record.peak_threads
 
@@ -65,17 +75,17 @@ def _capped(pool: CorePool, config: ChildConfig, jobs: int) -> tuple[float, list
     return time.perf_counter() - t0, peaks
 
 
-def _warm_then(pool: CorePool, config: ChildConfig, jobs: int) -> tuple[float, list[int]]:
+def _warm_then(pool: CorePool, config: ChildConfig, work: Work, jobs: int) -> tuple[float, list[int]]:
     """:func:`_capped` once the pool's children of ``config`` are warm (an untimed first wave:
     a sweep's children stay warm from point to point, what is timed is the packing)."""
-    _capped(pool, config, len(pool.cores))
-    return _capped(pool, config, jobs)
+    _capped(pool, config, work, len(pool.cores))
+    return _capped(pool, config, work, jobs)
 
 
-def _uncapped(jobs: int, cores: int) -> tuple[float, list[int]]:
+def _uncapped(work: Work, jobs: int, cores: int) -> tuple[float, list[int]]:
     """Wall of ``jobs`` plain ``python`` processes, ``cores`` at a time, and their threads."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    code = UNCAPPED.format(here=str(HERE), kwargs=KWARGS)
+    code = UNCAPPED.format(path=work[0].target, name=work[0].function, kwargs=work[1])
 
     def one(_: int) -> int:
         out = subprocess.run(
@@ -89,27 +99,28 @@ def _uncapped(jobs: int, cores: int) -> tuple[float, list[int]]:
     return time.perf_counter() - t0, threads
 
 
-def _loky_job(_: int) -> int:
-    sys.path.insert(0, str(HERE))
-    import psutil
-    from jobs import matmul_grad
+def _loky_job(job: JobRef, kwargs: dict[str, Any]) -> int:
+    import runpy
 
-    matmul_grad(**KWARGS)
+    import psutil
+
+    runpy.run_path(job.target)[job.function](**kwargs)
     return psutil.Process().num_threads()
 
 
-def _loky(jobs: int, cores: int) -> tuple[float, list[int]] | None:
+def _loky(work: Work, jobs: int, cores: int) -> tuple[float, list[int]] | None:
     try:
         from joblib import Parallel, delayed
     except ImportError:
         return None
     os.environ["JAX_PLATFORMS"] = "cpu"
     t0 = time.perf_counter()
-    threads = Parallel(n_jobs=cores, backend="loky")(delayed(_loky_job)(i) for i in range(jobs))
+    threads = Parallel(n_jobs=cores, backend="loky")(delayed(_loky_job)(*work) for _ in range(jobs))
     return time.perf_counter() - t0, list(threads)
 
 
-def run(jobs: int = 26, repeat: int = 3) -> dict[str, Any]:
+def run(jobs: int = 26, repeat: int = 3, job: str = "matmul") -> dict[str, Any]:
+    work = WORKLOADS[job]
     cache = tempfile.mkdtemp(prefix="sweep-node-cache-")
     default = ChildConfig(platforms="cpu", compile_cache=cache)
     two_threads = ChildConfig(platforms="cpu", compile_cache=cache, env=xla_threads(2).env)
@@ -119,14 +130,15 @@ def run(jobs: int = 26, repeat: int = 3) -> dict[str, Any]:
     walls: dict[str, list[float]] = {}
     threads: dict[str, int] = {}
     try:
-        _capped(pool, default, cores)  # warm the children and the compile cache
-        t1 = statistics.median(_capped(pool, default, 1)[0] for _ in range(3))
+        _capped(pool, default, work, cores)  # warm the children and the compile cache
+        t1 = statistics.median(_capped(pool, default, work, 1)[0] for _ in range(3))
+        together = statistics.median(_capped(pool, default, work, cores)[0] for _ in range(3))
         for i in range(repeat):
             ways = {
-                "capped": lambda: _warm_then(pool, default, jobs),
-                "capped_two_client_threads": lambda: _warm_then(pool, two_threads, jobs),
-                "uncapped": lambda: _uncapped(jobs, cores),
-                "loky": lambda: _loky(jobs, cores),
+                "capped": lambda: _warm_then(pool, default, work, jobs),
+                "capped_two_client_threads": lambda: _warm_then(pool, two_threads, work, jobs),
+                "uncapped": lambda: _uncapped(work, jobs, cores),
+                "loky": lambda: _loky(work, jobs, cores),
             }
             names = list(ways)
             for name in names[i % len(names) :] + names[: i % len(names)]:  # the order rotates
@@ -137,13 +149,17 @@ def run(jobs: int = 26, repeat: int = 3) -> dict[str, Any]:
     finally:
         pool.teardown()
     limit = jobs * t1 / cores
+    side_by_side = jobs * together / cores
     return {
         "machine": {"cores": cores, "python": platform.python_version(), "platform": platform.platform()},
         "affinity_enforced": pinning.enforced(),
         "jobs": jobs,
-        "job": f"benchmarks/jobs.py:matmul_grad {KWARGS}",
+        "job": f"{Path(work[0].target).relative_to(HERE.parent)}:{work[0].function} {work[1]}",
         "one_job_one_thread_s": t1,
         "limit_s": limit,
+        "one_per_core_at_once_s": together,
+        "side_by_side_limit_s": side_by_side,
+        "fraction_of_side_by_side_limit": {k: side_by_side / statistics.median(v) for k, v in walls.items()},
         "walls_s": walls,
         "median_wall_s": {k: statistics.median(v) for k, v in walls.items()},
         "fraction_of_limit": {k: limit / statistics.median(v) for k, v in walls.items()},
@@ -156,8 +172,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=26)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default="node.json")
+    parser.add_argument("--job", choices=list(WORKLOADS), default="matmul")
     args = parser.parse_args()
-    result = run(args.jobs, args.repeat)
+    result = run(args.jobs, args.repeat, args.job)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "walls_s"}, indent=1))
 
