@@ -39,9 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from distributed import Client
-from scipy.stats import spearmanr
+from ranking import early_ranks  # benchmarks/ranking.py (run.py puts this folder on the path)
 
 from sweep import Sweep
 from sweep.cluster.clusters import local_cluster, local_cores
@@ -61,7 +60,6 @@ FIXED = {
 }
 AXES = {"beta": [1.0, 16.0], "lr": {"low": 0.01, "high": 0.5, "log": True}, "eps_max": [2.0, 12.0]}
 ASHA = {"min_resource": 60, "reduction_factor": 2}  # see benchmarks/README.md: early values mislead
-EARLY = (0.1, 0.2, 0.5)  # fractions of the steps whose objective is ranked against the final one
 
 
 @dataclass(frozen=True)
@@ -160,16 +158,6 @@ def run_sweep_search(w: Workload, sampler: str, prune: bool, n_trials: int, seed
         "cpu_s": sum(t[1] for t in trials),
         "histories": histories,
         "finals": ds[w.objective].values[status == "done"],
-    }
-
-
-def early_ranks(histories: np.ndarray, finals: np.ndarray) -> dict[str, float]:
-    """Spearman's rank correlation between the objective after each fraction in :data:`EARLY`
-    of the steps (``histories``: trials x steps) and the final objective of the same trials."""
-    steps = histories.shape[1]
-    return {
-        f"{fraction:g}": float(spearmanr(histories[:, max(1, round(fraction * steps)) - 1], finals).statistic)
-        for fraction in EARLY
     }
 
 
