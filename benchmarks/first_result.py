@@ -19,11 +19,17 @@ compile and run. The parts, in order, from the interpreter's start:
 * ``import_jax``, ``compile``, ``run``: the first job's own parts (``import_jax`` is 0 when
   its child had imported jax before the job: ``child.prewarm``);
 * ``back``: from the first job's end to its result in the client.
+
+Beside the parts: ``cpu_s``, the CPU seconds (user and system) this interpreter and every
+process it started (the local worker, the jobs' children) used from the interpreter's start
+to the run's end, and ``ended``, when that was: on a machine of few cores, ``cpu_s`` over the
+cores says how much of the time to the first result the machine's cores were full.
 """
 
 from __future__ import annotations
 
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -64,6 +70,8 @@ def child(start: float) -> dict[str, float]:
         )
         t_plan = time.time()
         ds = s.run(progress=False)
+        ended = time.time()
+        used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
         t_run = t_plan  # timeline moments are relative to run()'s start, just after t_plan
         first = int(ds["finished"].argmin())
         started = float(ds["started"].values[first].astype("datetime64[ns]").astype("int64")) / 1e9
@@ -86,6 +94,8 @@ def child(start: float) -> dict[str, float]:
         "run": out["run_s"],
         "back": first_result - finished,
         "total": first_result - start,
+        "cpu_s": sum(u.ru_utime + u.ru_stime for u in used),
+        "ended": ended - start,
     }
 
 
@@ -103,7 +113,8 @@ def bench_first_result(repeat: int) -> dict[str, Any]:
             raise RuntimeError(f"the first-result run failed:\n{proc.stderr[-3000:]}")
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     out: dict[str, Any] = {
-        k: statistics.median(r[k] for r in runs) for k in (*PARTS, "store", "cluster", "total")
+        k: statistics.median(r[k] for r in runs)
+        for k in (*PARTS, "store", "cluster", "total", "cpu_s", "ended")
     }
     out["runs"] = runs
     return out

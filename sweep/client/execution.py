@@ -104,7 +104,9 @@ class Execution:
         them, and return the result dataset (see :meth:`sweep.Sweep.run`)."""
         self._config = checks.before_run(self.loaded, client, self.options.force)
         if client is None and startup.opens_beside_cluster(self.loaded, self.options.force):
-            opening = startup.beside_cluster(self._open_store, self.loaded, self._stop_for, self._started)
+            opening = startup.beside_cluster(
+                self._open_store, self.loaded, self._stop_for, self._started, self._config
+            )
             with opening as (store, own):
                 self._work(store, own)
         else:
@@ -128,7 +130,7 @@ class Execution:
         """This run started the cluster of ``own``: note it and set up its pool."""
         self._own_cluster = True
         self._mark("cluster")
-        startup.set_up_pool(own, self.loaded, self._config)
+        startup.set_up_pool(own, self.loaded, self._config, own=True)
 
     def _open_store(self) -> Store:
         o = self.options
@@ -157,7 +159,7 @@ class Execution:
         state = "failed"
         try:
             if todo and client is None:
-                with startup.cluster(self.loaded, self._stop_for) as own:
+                with startup.cluster(self.loaded, self._stop_for, self._config) as own:
                     self._started(own)
                     self._run_on(own, store, todo)
             elif todo and client is not None:

@@ -44,12 +44,30 @@ def opens_beside_cluster(loaded: LoadedRecipe, force: bool) -> bool:
 
 
 @contextmanager
-def cluster(loaded: LoadedRecipe, on_fatal: Callable[[str], None]) -> Iterator[Client]:
+def cluster(loaded: LoadedRecipe, on_fatal: Callable[[str], None], config: ChildConfig) -> Iterator[Client]:
     """The recipe's cluster started for this run, its batch jobs named for the sweep and
-    logging into its store; ``on_fatal(reason)`` when it can't go on."""
+    logging into its store; ``on_fatal(reason)`` when it can't go on. A local cluster's worker
+    starts with the run's core pool (:func:`core_pool`): its children warm while the worker
+    joins, and :func:`set_up_pool` finds it there (``started_with_pool``)."""
     settings = backends.run_defaults(loaded.recipe.cluster, loaded.name, loaded.output)
-    with connect(settings, loaded.recipe.resources.cores, on_fatal=on_fatal) as client:
+    plugins = (core_pool(loaded, config),) if started_with_pool(loaded) else ()
+    with connect(settings, loaded.recipe.resources.cores, on_fatal=on_fatal, plugins=plugins) as client:
         yield client
+
+
+def started_with_pool(loaded: LoadedRecipe) -> bool:
+    """Whether :func:`cluster` starts the cluster's workers with the run's core pool."""
+    return loaded.recipe.cluster.kind == "local"
+
+
+def core_pool(loaded: LoadedRecipe, config: ChildConfig) -> CorePool:
+    """The run's core pool, as each worker sets it up: logging at the client's level, and
+    warming this recipe's children (``child.prewarm``)."""
+    r = loaded.recipe
+    level = logging.getLogger("sweep").getEffectiveLevel()
+    # the pool warms what it can: not an MPI world, nor a child of GPUs or TPUs (CorePool.prewarm)
+    warm = Prewarm(plan.placement(r), config, r.child.max_jobs) if r.child.prewarm else None
+    return CorePool(log_level=level, warm=warm)
 
 
 @contextmanager
@@ -58,6 +76,7 @@ def beside_cluster(
     loaded: LoadedRecipe,
     on_fatal: Callable[[str], None],
     on_cluster: Callable[[Client], None],
+    config: ChildConfig,
 ) -> Iterator[tuple[Store, Client]]:
     """Create the store (importing xarray and dask.array, writing its skeleton) in a thread
     while this one starts the local cluster: the two overlap, the store is ready before the
@@ -67,7 +86,7 @@ def beside_cluster(
     with ThreadPoolExecutor(1, thread_name_prefix="sweep-store") as pool:
         opening = pool.submit(open_store)
         try:
-            with cluster(loaded, on_fatal) as client:
+            with cluster(loaded, on_fatal, config) as client:
                 on_cluster(client)
                 with opening.result() as store:
                     yield store, client
@@ -77,16 +96,17 @@ def beside_cluster(
                 opening.result().close()  # released already unless the cluster failed
 
 
-def set_up_pool(client: Client, loaded: LoadedRecipe, config: ChildConfig) -> None:
+def set_up_pool(client: Client, loaded: LoadedRecipe, config: ChildConfig, own: bool = False) -> None:
     """Register the core pool on ``client``'s workers and have them start warming this
     recipe's children (``child.prewarm``): called once per run, as soon as a client is there,
-    so the children start while the store opens and the sweep is set up."""
-    r = loaded.recipe
-    level = logging.getLogger("sweep").getEffectiveLevel()
-    # the pool warms what it can: not an MPI world, nor a child of GPUs or TPUs (CorePool.prewarm)
-    warm = Prewarm(plan.placement(r), config, r.child.max_jobs) if r.child.prewarm else None
-    client.register_plugin(CorePool(log_level=level, warm=warm), name=CorePool.name)
-    if r.cluster.kind in endsignal.DIRECTIVES:  # its nannies pass the job's end warning on
+    so the children start while the store opens and the sweep is set up. On a cluster this
+    run started (``own``) whose workers started with the pool (:func:`cluster`), nothing is
+    left to do: registering a pool again would close the children it is warming."""
+    if own and started_with_pool(loaded):
+        return
+    pool = core_pool(loaded, config)
+    client.register_plugin(pool, name=CorePool.name)
+    if loaded.recipe.cluster.kind in endsignal.DIRECTIVES:  # its nannies pass the job's end warning on
         client.register_plugin(endsignal.EndSignal(), name=endsignal.EndSignal.name)
-    if warm is not None:  # a pool registered before (its children are warm, or warm now)
-        client.run(on_pool, warm)
+    if pool.warm is not None:  # a pool registered before (its children are warm, or warm now)
+        client.run(on_pool, pool.warm)

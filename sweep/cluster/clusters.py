@@ -23,7 +23,7 @@ import socket
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,7 @@ def local_cluster(
     memory: str | int | None = None,
     gpus: int | None = None,
     tpus: int | None = None,
+    plugins: Sequence[Any] = (),
 ) -> SpecCluster:
     """The cluster of ``kind: local``: the scheduler in this process and one worker process
     with ``threads`` cores (default: all of this process's affinity), ``nthreads`` and
@@ -93,7 +94,10 @@ def local_cluster(
     The worker process runs in its own session, so a terminal's Ctrl-C (sent to the whole
     foreground process group) reaches only this process, which closes the cluster itself;
     Dask's event-loop thread starts with SIGINT blocked, and a Ctrl-C during the start is
-    delivered here right after it."""
+    delivered here right after it.
+
+    ``plugins``: worker plugins the worker process starts with, set up before it joins the
+    scheduler (a run's core pool, so that its children warm while the cluster starts)."""
     n = threads or local_cores()
     sec = _security(security)
     options: dict[str, Any] = {
@@ -108,7 +112,13 @@ def local_cluster(
     devices = accelerators.local_offers({GPUS: gpus, TPUS: tpus})
     worker = {
         "cls": LocalWorker,
-        "options": {"nthreads": n, "security": sec, "memory": local_offer(memory), "devices": devices},
+        "options": {
+            "nthreads": n,
+            "security": sec,
+            "memory": local_offer(memory),
+            "devices": devices,
+            "plugins": tuple(plugins),
+        },  # fmt: skip
     }
     with _sigint_deferred(), dask.config.set(QUIET):  # read as the scheduler starts
         return SpecCluster(
@@ -344,9 +354,13 @@ def dashboard_hint(client: Client, settings: ClusterSettings) -> str:
 
 @contextmanager
 def connect(
-    settings: ClusterSettings, threads: int, on_fatal: Callable[[str], None] | None = None
+    settings: ClusterSettings,
+    threads: int,
+    on_fatal: Callable[[str], None] | None = None,
+    plugins: Sequence[Any] = (),
 ) -> Iterator[Client]:
-    """A client on the cluster ``settings`` describe, checked to fit jobs of ``threads`` cores.
+    """A client on the cluster ``settings`` describe, checked to fit jobs of ``threads`` cores;
+    a local cluster's worker starts with ``plugins`` (:func:`local_cluster`).
 
     For batch kinds, ``on_fatal`` is called (from another thread) with the batch system's
     message when submitting its jobs fails for good (:mod:`sweep.cluster.submissions`); the caller
@@ -361,6 +375,7 @@ def connect(
                 settings.memory,
                 settings.gpus,
                 settings.tpus,
+                plugins,
             ) as cluster,
             Client(cluster, security=cluster.security) as client,
         ):

@@ -18,17 +18,25 @@ scheduler reschedules its running points and its children die with it. The proce
 its own session, so a terminal's Ctrl-C reaches the client only (which closes the cluster),
 dies with the thread that started it (``PR_SET_PDEATHSIG``), and ends when the scheduler
 goes away or on SIGTERM.
+
+Worker plugins handed to :class:`LocalWorker` (a run's core pool) go down the same pipe as
+the TLS credentials and are set up as the worker starts, before it joins the scheduler: the
+pool's children start and import jax while the worker joins and the client opens the store,
+not after (``benchmarks/first_result.py``). A worker started again gets them again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import os
+import pickle
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from distributed.deploy.spec import ProcessInterface
@@ -78,6 +86,7 @@ class LocalWorker(ProcessInterface):
         security: Any = None,
         memory: int | None = None,
         devices: dict[str, int] | None = None,
+        plugins: Sequence[Any] = (),
     ):
         self.scheduler = scheduler
         self.options = {
@@ -85,6 +94,7 @@ class LocalWorker(ProcessInterface):
             "devices": dict(devices or {}),
         }  # fmt: skip
         self.security = security  # a temporary Security: its worker credentials go down a pipe
+        self.plugins = tuple(plugins)  # pickled down the same pipe
         self.process: asyncio.subprocess.Process | None = None
         self.restarts = 0
         self._closing = False
@@ -132,7 +142,7 @@ class LocalWorker(ProcessInterface):
             os.close(tls_r)
             with os.fdopen(tls_w, "w") as pipe:  # a few kB: the pipe holds them all
                 tls_w = -1
-                json.dump(_worker_tls(self.security), pipe)
+                json.dump(_handover(self.security, self.plugins), pipe)
             await self._wait_ready(ready_r)
         finally:
             os.close(ready_r)
@@ -168,6 +178,11 @@ class LocalWorker(ProcessInterface):
         await super().close()
 
 
+def _handover(security: Any, plugins: Sequence[Any]) -> dict[str, Any]:
+    """What the worker process reads from its pipe: TLS credentials and pickled plugins."""
+    return {"tls": _worker_tls(security), "plugins": base64.b64encode(pickle.dumps(tuple(plugins))).decode()}
+
+
 def _worker_tls(security: Any) -> dict[str, str]:
     """The worker's TLS credentials (PEM text) of a temporary Security; {} without one."""
     if security is None:
@@ -198,7 +213,9 @@ def _die_with_parent() -> None:
         pass
 
 
-async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int, security: Any) -> None:
+async def _serve(
+    scheduler: str, options: dict[str, Any], ready_fd: int, security: Any, plugins: Sequence[Any]
+) -> None:
     import dask.config
     from distributed import Worker
 
@@ -219,6 +236,7 @@ async def _serve(scheduler: str, options: dict[str, Any], ready_fd: int, securit
         security=security,
         dashboard_address="127.0.0.1:0",
         name=options.get("name"),
+        plugins=tuple(plugins),
     ) as worker:
         os.write(ready_fd, b"ready")
         os.close(ready_fd)
@@ -243,10 +261,12 @@ def main(argv: list[str]) -> int:
     scheduler, text, ready_fd, tls_fd = argv
     options = json.loads(text)
     with os.fdopen(int(tls_fd)) as pipe:
-        security = _security_from(json.load(pipe))
+        handed = json.load(pipe)
+    security = _security_from(handed["tls"])
+    plugins = pickle.loads(base64.b64decode(handed["plugins"]))
     logging.getLogger("distributed").setLevel(options.get("silence_logs", logging.ERROR))
     logging.getLogger("distributed.worker").addFilter(HeartbeatRace())
-    asyncio.run(_serve(scheduler, options, int(ready_fd), security))
+    asyncio.run(_serve(scheduler, options, int(ready_fd), security, plugins))
     return 0
 
 

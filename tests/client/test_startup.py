@@ -1,0 +1,27 @@
+"""The start of a run (sweep/client/startup.py): a local worker starts with the run's pool."""
+
+from sweep import Sweep, _compat
+from sweep.client import startup
+from sweep.wire.childconfig import ChildConfig
+from sweep.worker.commands import PLUGIN_NAME
+from tests.helpers import JOBS, wait_for
+
+
+def _pool(dask_worker) -> tuple[int, int] | None:
+    """(the identity of the worker's core pool, the children it has started), or None."""
+    pool = _compat.worker_plugin(dask_worker, PLUGIN_NAME)
+    return None if pool is None else (id(pool), pool.spawned)
+
+
+def test_a_local_worker_joins_with_the_runs_pool_warming_and_setting_up_keeps_it(tmp_path):
+    s = Sweep(f"{JOBS}:noop", {"grid": {"x": [0, 1]}}, output=str(tmp_path / "o.zarr"))
+    config = ChildConfig()
+    with startup.cluster(s.loaded, lambda reason: None, config) as client:
+        (joined,) = client.run(_pool).values()
+        assert joined is not None, "the worker joined without the run's pool"
+        cores = sum(w["resources"]["threads"] for w in client.scheduler_info()["workers"].values())
+        wait_for(lambda: list(client.run(_pool).values())[0][1] == cores)  # its children warm
+        (seen,) = client.run(_pool).values()
+        startup.set_up_pool(client, s.loaded, config, own=True)
+        (after,) = client.run(_pool).values()
+        assert after == seen, "setting the run up replaced the pool and its warm children"
