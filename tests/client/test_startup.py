@@ -1,5 +1,7 @@
 """The start of a run (sweep/client/startup.py): a local worker starts with the run's pool."""
 
+import pytest
+
 from sweep import Sweep, _compat
 from sweep.client import startup
 from sweep.wire.childconfig import ChildConfig
@@ -13,6 +15,7 @@ def _pool(dask_worker) -> tuple[int, int] | None:
     return None if pool is None else (id(pool), pool.spawned)
 
 
+@pytest.mark.slow  # a local cluster and its children start: ~2 s on an idle machine
 def test_a_local_worker_joins_with_the_runs_pool_warming_and_setting_up_keeps_it(tmp_path):
     s = Sweep(f"{JOBS}:noop", {"grid": {"x": [0, 1]}}, output=str(tmp_path / "o.zarr"))
     config = ChildConfig()
