@@ -26,9 +26,11 @@ the children's pins here (:mod:`sweep.worker.pinning`).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
+import runpy
 import statistics
 import subprocess
 import sys
@@ -100,12 +102,17 @@ def _uncapped(work: Work, jobs: int, cores: int) -> tuple[float, list[int]]:
 
 
 def _loky_job(job: JobRef, kwargs: dict[str, Any]) -> int:
-    import runpy
-
     import psutil
 
-    runpy.run_path(job.target)[job.function](**kwargs)
+    _job_function(job)(**kwargs)
     return psutil.Process().num_threads()
+
+
+@functools.cache
+def _job_function(job: JobRef) -> Any:
+    """The job's function, its file run once per process: a loky worker keeps what the module
+    caches (fdfd.py's compiled step) from job to job, as a sweep's warm child does."""
+    return runpy.run_path(job.target)[job.function]
 
 
 def _loky(work: Work, jobs: int, cores: int) -> tuple[float, list[int]] | None:
