@@ -18,7 +18,6 @@ import argparse
 import json
 import statistics
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -78,11 +77,9 @@ def run_case(pool: CorePool, config: ChildConfig, case: Case, trials: int, seed:
 
     def one(kwargs: dict[str, Any]) -> dict[str, Any]:
         losses: dict[int, float] = {}
-        lock = threading.Lock()
 
-        def on_report(report: Report) -> None:
-            with lock:
-                losses[int(report.step or 0)] = report.values["loss"]
+        def on_report(report: Report) -> None:  # called in this thread, as the child reports
+            losses[int(report.step or 0)] = report.values["loss"]
 
         with pool.lease(Placement(1), config) as child:
             record = child.run(case.job, kwargs, on_report=on_report)
