@@ -316,12 +316,14 @@ def unflushed(x: int) -> dict:
     return {"value": float(x)}
 
 
-def chatty(x: int, fail: int = -1, y: str = "") -> dict:
-    """Prints to stdout and stderr, then fails when x == fail."""
+def chatty(x: int, fail: int = -1, y: str = "", die: int = -1) -> dict:
+    """Prints to stdout and stderr, then fails when x == fail, or ends its process when x == die."""
     print(f"hello from {x}", flush=True)
     print(f"warning from {x}", file=sys.stderr, flush=True)
     if x == fail:
         raise ValueError(f"x={x} fails")
+    if x == die:
+        os._exit(3)
     return {"value": float(x)}
 
 

@@ -1,5 +1,6 @@
 """The child's side of the protocol: serve :class:`~sweep.wire.protocol.RunJob` requests one at a
-time until :class:`~sweep.wire.protocol.Exit` or until the parent closes the pipe.
+time (a :class:`~sweep.wire.protocol.RunJobs` chunk as so many RunJobs, back to back) until
+:class:`~sweep.wire.protocol.Exit` or until the parent closes the pipe.
 
 Runs in the capped child after :mod:`sweep.child.bootstrap` has pinned it. Standard library only
 at import; numpy loads lazily, per job, only if a job's outputs need it. The job's own stdout
@@ -15,6 +16,7 @@ import pickle
 import resource
 import select
 import signal
+import stat
 import sys
 import time
 import traceback
@@ -33,6 +35,7 @@ from sweep.wire.protocol import (
     RestoreAsk,
     Restored,
     RunJob,
+    RunJobs,
     Saved,
     receive,
     send,
@@ -211,6 +214,7 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
         print(f"sweep: ended {left} process(es) the job left running", file=sys.stderr, flush=True)
     unrestorable = tuple(isolation.restore(before) + (isolation.half_imported(modules) if error else []))
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # again, in case the job took the signal
+    _flush()  # what the job printed is in the log file before the parent reads it (and log_end)
     peak_kb = _proc_status("VmHWM") if hwm_reset else None
     if peak_kb is None:
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -220,10 +224,21 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
         threads=_proc_status("Threads") or 0,
         peak_rss=peak_kb * 1024,
         cores=tuple(sorted(os.sched_getaffinity(0))),
+        log_end=_log_size(),
     )
     if outputs is None:
         return JobFailed(error, metrics, unrestorable, pruned=_pruned, sources=code)
     return JobDone(outputs, metrics, unrestorable, pruned=_pruned, sources=code)
+
+
+def _log_size() -> int:
+    """The size of the log file the job's output goes to (its stdout), -1 when unknown (not a
+    file: an MPI rank's goes through ``mpirun``)."""
+    try:
+        st = os.fstat(1)
+    except OSError:
+        return -1
+    return st.st_size if stat.S_ISREG(st.st_mode) else -1
 
 
 def _line_buffered() -> None:
@@ -265,10 +280,20 @@ def serve(fd_in: int, fd_out: int) -> int:
             return 0
         if isinstance(request, Prune):  # for a job that has ended meanwhile
             continue
-        reply: JobDone | JobFailed = run_one(request)
-        _flush()  # what the job printed is in the log file before the parent reads it
-        try:
-            send(fd_out, reply)
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            error = f"the job's outputs could not be sent back: {exc!r}"
-            send(fd_out, JobFailed(error, reply.metrics, reply.unrestorable, sources=reply.sources))
+        if isinstance(request, RunJobs):
+            for kwargs in request.kwargs:
+                if _answer(RunJob(request.job, kwargs, request.checkpoint_bytes), fd_out).unrestorable:
+                    break  # the parent replaces this child: the chunk's other jobs run elsewhere
+            continue
+        _answer(request, fd_out)
+
+
+def _answer(request: RunJob, fd_out: int) -> JobDone | JobFailed:
+    """Run one job and send its reply (a JobFailed when its outputs can't be sent); the reply."""
+    reply = run_one(request)
+    try:
+        send(fd_out, reply)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        error = f"the job's outputs could not be sent back: {exc!r}"
+        send(fd_out, JobFailed(error, reply.metrics, reply.unrestorable, sources=reply.sources))
+    return reply

@@ -3,7 +3,9 @@
 Parent and child talk over two pipes. A message is an 8-byte big-endian length followed by a
 pickle of one of the dataclasses below:
 
-* parent -> child: :class:`RunJob` (a job and its keyword arguments) or :class:`Exit`;
+* parent -> child: :class:`RunJob` (a job and its keyword arguments), :class:`RunJobs` (a
+  chunk of short points of one job: the child runs them one after the other, as if each had
+  come as a RunJob, without waiting for the parent in between) or :class:`Exit`;
 * child -> parent: :class:`Ready` once, after start-up; then for each job any number of
   :class:`Report` (one per :func:`sweep.report` call), :class:`Checkpoint` (one per
   :func:`sweep.checkpoint` call) and :class:`RestoreAsk` (answered by the parent with a
@@ -48,6 +50,17 @@ class RunJob:
 
     job: JobRef
     kwargs: dict[str, Any]
+    checkpoint_bytes: int = 64 << 20
+
+
+@dataclass(frozen=True)
+class RunJobs:
+    """Run ``job(**kw)`` for each ``kw`` of ``kwargs`` in turn, each answered as a :class:`RunJob`
+    is; after a job that changed what the child can't restore (``unrestorable``) the child
+    runs no more of them."""
+
+    job: JobRef
+    kwargs: list[dict[str, Any]]
     checkpoint_bytes: int = 64 << 20
 
 
@@ -137,6 +150,7 @@ class Metrics:
     threads: int
     peak_rss: int
     cores: tuple[int, ...]
+    log_end: int = -1  # the size of its log file once the job's output was flushed (-1: unknown)
 
 
 @dataclass(frozen=True)
@@ -163,7 +177,7 @@ class JobFailed:
     sources: dict[str, str] = field(default_factory=dict)
 
 
-Request = RunJob | Exit | Prune | Restored
+Request = RunJob | RunJobs | Exit | Prune | Restored
 Reply = Ready | Report | Checkpoint | RestoreAsk | JobDone | JobFailed
 
 

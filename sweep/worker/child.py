@@ -47,6 +47,7 @@ from sweep.wire.protocol import (
     Ready,
     Report,
     RunJob,
+    RunJobs,
     Status,
 )
 from sweep.wire.task import Limits
@@ -220,21 +221,80 @@ class Child(Replies):
         """
         self.jobs_run += 1
         self.attempt = attempt
-        self.process.rescan()  # the last job's processes are gone
-        self._log_bytes = limits.log_bytes
-        self.log.restart()
-        record = PointRecord(index=(), cores=self.cores, pid=self.pid, started=time.time())
-        if self.devices is not None:
-            setattr(record, self.devices.kind.resource, tuple(d.index for d in self.devices.devices))
+        self._begin(limits)
+        record = self._new_record()
         t0 = time.monotonic()
+        job_ = Job(record, attempt, on_report, checkpoints)
         try:
             protocol.send(self._req_w, RunJob(job, dict(kwargs), limits.checkpoint_bytes))
         except OSError:
             self._record_death(record)
         else:
-            self._watch(Job(record, attempt, on_report, checkpoints), limits, t0, on_sample)
+            self._watch(job_, limits, t0, on_sample)
+        return self._end(job_, limits, t0)
+
+    def run_many(
+        self,
+        job: JobRef,
+        kwargs: Sequence[Mapping[str, Any]],
+        *,
+        limits: Limits = NO_LIMITS,
+        hooks: Callable[[int], tuple[Callable[[Report], None] | None, PointCheckpoints | None]] | None = None,
+        on_next: Callable[[int], None] | None = None,
+    ) -> list[PointRecord]:
+        """Run the jobs of ``kwargs`` one after the other in one exchange (a RunJobs): the child
+        goes from one to the next without waiting for its parent. Each is watched, limited and
+        recorded as :meth:`run` does a first attempt: its ``limits`` count from the end of the
+        one before, its output is what the child printed since then, its reports and
+        checkpoints go to ``hooks(i)``'s (on_report, checkpoints); ``on_next(i)`` is called as
+        job ``i`` starts. Returns the records of the jobs that ran, in order: all of them, or
+        fewer when the child died, was killed by a limit or must be replaced (a job changed
+        what it can't restore); it then serves no more.
+        """
+        self.attempt = 1
+        self._begin(limits)
+        t0 = time.monotonic()
+        try:
+            request = RunJobs(job, [dict(k) for k in kwargs], limits.checkpoint_bytes)
+            protocol.send(self._req_w, request)
+        except OSError:
+            record = self._new_record()
+            self._record_death(record)
+            return [self._end(Job(record, 1, None, None), limits, t0)]
+        records: list[PointRecord] = []
+        for i in range(len(kwargs)):
+            self.jobs_run += 1
+            if on_next is not None:
+                on_next(i)
+            on_report, checkpoints = hooks(i) if hooks is not None else (None, None)
+            one = Job(self._new_record(), 1, on_report, checkpoints)
+            self._watch(one, limits, t0)
+            records.append(self._end(one, limits, t0))
+            if not self.alive() or self.unrestorable:
+                break
+            self.log.next_job(one.log_end)
+            t0 = time.monotonic()
+        return records
+
+    def _begin(self, limits: Limits) -> None:
+        """Get ready for a job (or a chunk of them): the last one's processes are gone, its
+        output too."""
+        self.process.rescan()
+        self._log_bytes = limits.log_bytes
+        self.log.restart()
+
+    def _new_record(self) -> PointRecord:
+        record = PointRecord(index=(), cores=self.cores, pid=self.pid, started=time.time())
+        if self.devices is not None:
+            setattr(record, self.devices.kind.resource, tuple(d.index for d in self.devices.devices))
+        return record
+
+    def _end(self, job: Job, limits: Limits, t0: float) -> PointRecord:
+        """The job's record once it ended: its output (when no kill kept it already), when it
+        finished, its wall time when the child never said."""
+        record = job.record
         if not record.logs:
-            record.logs = [self.log.text(limits.log_bytes)]
+            record.logs = [self.log.text(limits.log_bytes, job.log_end)]
         record.finished = time.time()
         if math.isnan(record.wall_s):  # the child never said
             record.wall_s = time.monotonic() - t0

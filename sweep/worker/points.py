@@ -32,12 +32,15 @@ from sweep.worker.process import ChildDied
 log = logging.getLogger(__name__)
 
 
-def run_point(task: PointTask, announce: bool = True) -> PointRecord:
+def run_point(
+    task: PointTask, announce: bool = True, first: tuple[PointRecord, PointCheckpoints] | None = None
+) -> PointRecord:
     """Run one point in a leased, capped child, retrying up to ``task.retries`` times.
 
     Returns the point's record (status, outputs, error, measurements, attempts, host); a
     job's failure is a record, never an exception, so Dask retries only lost workers. With
-    ``announce`` its start and end are sent as events (reports always are).
+    ``announce`` its start and end are sent as events (reports always are). ``first``: the
+    record of a first attempt already made (in a chunk: :func:`run_points`) and its checkpoints.
     """
     worker = get_worker()
     pool = of_this_worker()
@@ -45,10 +48,13 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
     say = partial(worker.log_event, events.topic(task.sweep))
     reports: list[dict[str, Any]] = []
     logs: list[str] = []
-    record = PointRecord(task.index)
-    checkpoints = _checkpoints(task, say)
+    record, attempt = first[0] if first else PointRecord(task.index), 1 if first else 0
+    checkpoints = first[1] if first else _checkpoints(task, say)
+    reports.extend(record.reports)
+    logs.extend(record.logs)
     tried = task
-    for attempt in range(1, task.retries + 2):
+    while record.status not in FINISHED and attempt <= task.retries:
+        attempt += 1
         if task.run and task.run in pool.running.stopped:
             record = PointRecord(task.index, status="failed", error="cancelled")
             break
@@ -78,15 +84,13 @@ def run_point(task: PointTask, announce: bool = True) -> PointRecord:
                 pool,
                 tried,
                 attempt,
-                lambda r, a=attempt: say(events.to_msg(events.PointReported.of(task.index, r, a))),
+                partial(_say_report, say, task.index, attempt),
                 started,
                 checkpoints,
                 sampled,
             )
         reports.extend(record.reports)
         logs.extend(record.logs)
-        if record.status in FINISHED:
-            break
     record = replace(
         record,
         index=task.index,
@@ -157,7 +161,10 @@ def _checkpoints(task: PointTask, say: Any) -> PointCheckpoints:
 def run_points(tasks: list[PointTask], expected: float | None = None) -> list[PointRecord]:
     """Run several points one after the other in one Dask task (short jobs: :mod:`sweep.client.window`).
 
-    A chunk's points are not announced one by one: their ends go in one event at the end.
+    Their first attempts run in as few exchanges with a child as its recycling allows
+    (:func:`_first_attempts`); a point whose first attempt did not finish it goes on as
+    :func:`run_point` does. A chunk's points are not announced one by one: their ends go in
+    one event at the end.
     On a batch job that ends before the points can (:mod:`sweep.worker.batchjob`; ``expected``: the
     client's estimate of one point's wall time, unless the task carries the recipe's), none
     starts: the task goes back to the scheduler (``Reschedule``) and the worker retires."""
@@ -169,10 +176,65 @@ def run_points(tasks: list[PointTask], expected: float | None = None) -> list[Po
         raise Reschedule()
     if len(tasks) == 1:
         return [run_point(tasks[0])]
-    records = [run_point(t, announce=False) for t in tasks]
+    firsts = _first_attempts(pool, tasks) if _one_kind(tasks) else {}
+    records = [run_point(t, announce=False, first=firsts.get(i)) for i, t in enumerate(tasks)]
     ended = events.PointsEnded(tuple(events.PointEnded.of(r) for r in records))
     get_worker().log_event(events.topic(tasks[0].sweep), events.to_msg(ended))
     return records
+
+
+def _one_kind(tasks: list[PointTask]) -> bool:
+    """Whether ``tasks`` can share a child's exchanges: one job, child, placement and limits
+    (an MPI point's world serves one job)."""
+    first = tasks[0]
+    return first.placement.ranks == 1 and all(
+        (t.job, t.config, t.placement, t.limits, t.max_jobs, t.max_rss, t.run)
+        == (first.job, first.config, first.placement, first.limits, first.max_jobs, first.max_rss, first.run)
+        for t in tasks[1:]
+    )
+
+
+def _first_attempts(
+    pool: CorePool, tasks: list[PointTask]
+) -> dict[int, tuple[PointRecord, PointCheckpoints]]:
+    """First attempts at ``tasks`` (positions in the list -> record and checkpoints), run in
+    chunks in leased children (:meth:`~sweep.worker.child.Child.run_many`), a chunk at most what
+    the child may serve before it is recycled (``max_jobs``). When a child dies, is killed or
+    must be replaced, the points after its last go to another; the points left out (the run was
+    cancelled, or no child could start) have no first attempt yet."""
+    first = tasks[0]
+    say = partial(get_worker().log_event, events.topic(first.sweep))
+    made: dict[int, tuple[PointRecord, PointCheckpoints]] = {}
+    todo = list(range(len(tasks)))
+    while todo and not (first.run and first.run in pool.running.stopped):
+        at = tasks[todo[0]].index
+        what, f = f"sweep {first.sweep} points {at} and on", first
+        try:
+            lease = pool.lease(f.placement, f.config, f.max_jobs, f.max_rss, what, f.run, at)
+            with lease as child:
+                chunk = todo[: max(1, first.max_jobs - child.jobs_run)]
+                kept = [_checkpoints(tasks[i], say) for i in chunk]
+
+                def hooks(n: int, chunk: list[int] = chunk, kept: list[PointCheckpoints] = kept) -> Any:
+                    task = tasks[chunk[n]]
+                    return partial(_say_report, say, task.index, 1), kept[n]
+
+                def on_next(n: int, chunk: list[int] = chunk, child: Any = child) -> None:
+                    pool.running.started(child, first.run, tasks[chunk[n]].index)
+
+                kwargs = [tasks[i].kwargs for i in chunk]
+                ran = child.run_many(first.job, kwargs, limits=first.limits, hooks=hooks, on_next=on_next)
+                for i, record, saved in zip(chunk, ran, kept):
+                    pool.running.ended(first.run, tasks[i].index, 1, child, record)
+                    made[i] = (record, saved)
+                todo = todo[len(ran) :]
+        except ChildDied:
+            break  # each point left tries (and records) a start of its own
+    return made
+
+
+def _say_report(say: Any, index: tuple[int, ...], attempt: int, report: Any) -> None:
+    say(events.to_msg(events.PointReported.of(index, report, attempt)))
 
 
 def _attempt(

@@ -33,6 +33,7 @@ class Job:
     attempt: int
     on_report: Callable[[Report], None] | None
     checkpoints: PointCheckpoints | None
+    log_end: int = -1  # the child's log file's size at the job's end, from its reply
 
 
 class Replies:
@@ -90,6 +91,7 @@ class Replies:
 
     def _on_end(self, reply: JobDone | JobFailed, job: Job) -> bool:
         record, m = job.record, reply.metrics
+        job.log_end = m.log_end
         record.wall_s, record.cpu_s, record.cores = m.wall_s, m.cpu_s, m.cores
         if reply.unrestorable:
             self.unrestorable = reply.unrestorable
