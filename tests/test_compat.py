@@ -159,3 +159,13 @@ def test_a_nannys_worker_process_pid_is_read():
         (pid,) = client.run(os.getpid).values()
         assert _compat.nanny_worker_pid(nanny) == pid
     assert _compat.nanny_worker_pid(object()) is None
+
+
+def test_the_environment_snapshot_sees_every_change_made_through_os_environ(monkeypatch):
+    before = _compat.environ_snapshot()
+    monkeypatch.setenv("SWEEP_COMPAT_PROBE", "é1")
+    after = _compat.environ_snapshot()
+    assert after != before and after[b"SWEEP_COMPAT_PROBE"] == "é1".encode()
+    assert {os.fsdecode(k): os.fsdecode(v) for k, v in after.items()} == dict(os.environ)
+    monkeypatch.delenv("SWEEP_COMPAT_PROBE")
+    assert _compat.environ_snapshot() == before

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from sweep._compat import environ_snapshot
 from sweep.child import jaxsettings
 
 SIGNALS = tuple(
@@ -35,7 +36,7 @@ _jax_at_import: dict[str, Any] | None = None
 @dataclass
 class State:
     cwd: str
-    environ: dict[str, str]
+    environ: dict[bytes, bytes]
     handlers: dict[int, Any]
     jax_config: dict[str, Any] | None
 
@@ -48,16 +49,16 @@ def _jax_config() -> dict[str, Any] | None:
 
 
 def snapshot() -> State:
-    return State(os.getcwd(), dict(os.environ), {s: signal.getsignal(s) for s in SIGNALS}, _jax_config())
+    return State(os.getcwd(), environ_snapshot(), {s: signal.getsignal(s) for s in SIGNALS}, _jax_config())
 
 
 def restore(before: State) -> list[str]:
     """Put back what the job changed; returns what could not be put back (the child must go)."""
     if os.getcwd() != before.cwd:
         os.chdir(before.cwd)
-    if os.environ != before.environ:
+    if environ_snapshot() != before.environ:
         os.environ.clear()
-        os.environ.update(before.environ)
+        os.environ.update({os.fsdecode(k): os.fsdecode(v) for k, v in before.environ.items()})
     signal.setitimer(signal.ITIMER_REAL, 0)
     for sig, handler in before.handlers.items():
         if signal.getsignal(sig) is not handler and handler is not None:

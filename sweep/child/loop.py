@@ -102,16 +102,18 @@ def ask_restore() -> tuple[bool, Saved | None]:
         _take_prune(message)
 
 
-def _proc_status(name: str) -> int | None:
-    """A numeric field of /proc/self/status (``Threads``, ``VmHWM`` in kB), if readable."""
+def _proc_status(*names: str) -> dict[str, int]:
+    """Numeric fields of /proc/self/status (``Threads``, ``VmHWM`` in kB) by name, those readable."""
+    found: dict[str, int] = {}
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith(name + ":"):
-                    return int(line.split()[1])
-    except OSError:
+                name, _, value = line.partition(":")
+                if name in names:
+                    found[name] = int(value.split()[0])
+    except (OSError, ValueError, IndexError):
         pass
-    return None
+    return found
 
 
 def _reset_peak_rss() -> bool:
@@ -215,13 +217,14 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     unrestorable = tuple(isolation.restore(before) + (isolation.half_imported(modules) if error else []))
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # again, in case the job took the signal
     _flush()  # what the job printed is in the log file before the parent reads it (and log_end)
-    peak_kb = _proc_status("VmHWM") if hwm_reset else None
+    status = _proc_status("Threads", "VmHWM")
+    peak_kb = status.get("VmHWM") if hwm_reset else None
     if peak_kb is None:
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     metrics = Metrics(
         wall_s=time.perf_counter() - t0,
         cpu_s=_cpu_seconds() - cpu0,
-        threads=_proc_status("Threads") or 0,
+        threads=status.get("Threads", 0),
         peak_rss=peak_kb * 1024,
         cores=tuple(sorted(os.sched_getaffinity(0))),
         log_end=_log_size(),
