@@ -41,16 +41,14 @@ class Outputs:
         self.path, self.group, self.dims, self.shape = path, group, dims, shape
         self.names, self.array, self.set_attrs = names, array, set_attrs
         self._coords: dict[str, np.ndarray | None] = {}
+        self._users_cache: dict[str, set[str]] = {}
+        self._users_of = -1  # how many outputs the store had when _users_cache was worked out
 
     def checked(self, record: PointRecord) -> PointRecord:
         """The record, or a failed one with the reason when its outputs don't fit the store."""
         new, grown = [], {}
         n = len(self.dims)
-        # each output dim with the outputs that use it: once per record, not once per output
-        users: dict[str, set[str]] = {}
-        for other, other_dims in self.names.items():
-            for d in other_dims[n:]:
-                users.setdefault(d, set()).add(other)
+        users = self._users()
         try:
             for name, out in record.outputs.items():
                 integrity.check_coords(name, out, self._stored_coords(out.dims, users))
@@ -72,6 +70,17 @@ class Outputs:
             log.info("%s: output %r grows to shape %s", self.path, name, shape)
             self.array(name).resize(tuple(self.shape) + shape)
         return record
+
+    def _users(self) -> dict[str, set[str]]:
+        """Each output dim with the outputs that use it (worked out again only when an output
+        was added)."""
+        if self._users_of != len(self.names):
+            n, users = len(self.dims), dict[str, set[str]]()
+            for other, other_dims in self.names.items():
+                for d in other_dims[n:]:
+                    users.setdefault(d, set()).add(other)
+            self._users_cache, self._users_of = users, len(self.names)
+        return self._users_cache
 
     def _stored_coords(self, dims: tuple[str, ...], used: Mapping[str, Any]) -> dict[str, np.ndarray | None]:
         """The store's coordinate values of each of ``dims`` some output already uses (``used``:

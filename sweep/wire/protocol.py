@@ -25,6 +25,7 @@ import os
 import pickle
 import struct
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
@@ -330,14 +331,23 @@ class PointRecord:
 
     def stored(self, name: str) -> Any:
         """The value of field ``name`` as the store holds it (tuples joined, reports as JSON)."""
-        value = getattr(self, name)
-        if name in ("cores", "returned", "rank_threads", "rank_rss", "gpus", "tpus"):
-            return ",".join(map(str, value))
-        if name == "reports":
-            import json
+        return stored_column([self], name)[0]
 
-            return json.dumps(value) if value else ""
-        return value
+
+_JOINED = frozenset(("cores", "returned", "rank_threads", "rank_rss", "gpus", "tpus"))
+
+
+def stored_column(records: list[PointRecord], name: str) -> list[Any]:
+    """Field ``name`` of each of ``records`` as the store holds it (:meth:`PointRecord.stored`),
+    for a batch at once."""
+    values = list(map(attrgetter(name), records))
+    if name in _JOINED:
+        return [",".join(map(str, v)) for v in values]
+    if name == "reports":
+        import json
+
+        return [json.dumps(v) if v else "" for v in values]
+    return values
 
 
 def stored_fields() -> dict[str, dict[str, Any]]:
