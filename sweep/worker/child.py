@@ -270,7 +270,7 @@ class Child(Replies):
             one = Job(self._new_record(), 1, on_report, checkpoints)
             self._watch(one, limits, t0)
             records.append(self._end(one, limits, t0))
-            if not self.alive() or self.unrestorable:
+            if not one.replied or self.unrestorable:  # gone, or to be replaced: no more jobs here
                 break
             self.log.next_job(one.log_end)
             t0 = time.monotonic()

@@ -34,6 +34,7 @@ class Job:
     on_report: Callable[[Report], None] | None
     checkpoints: PointCheckpoints | None
     log_end: int = -1  # the child's log file's size at the job's end, from its reply
+    replied: bool = False  # the child said the job ended (it did not die or get killed first)
 
 
 class Replies:
@@ -91,7 +92,7 @@ class Replies:
 
     def _on_end(self, reply: JobDone | JobFailed, job: Job) -> bool:
         record, m = job.record, reply.metrics
-        job.log_end = m.log_end
+        job.log_end, job.replied = m.log_end, True
         record.wall_s, record.cpu_s, record.cores = m.wall_s, m.cpu_s, m.cores
         if reply.unrestorable:
             self.unrestorable = reply.unrestorable
