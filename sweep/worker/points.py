@@ -213,6 +213,8 @@ def _first_attempts(
             lease = pool.lease(f.placement, f.config, f.max_jobs, f.max_rss, what, f.run, at)
             with lease as child:
                 chunk = todo[: max(1, first.max_jobs - child.jobs_run)]
+                if child.jobs_run + len(chunk) >= first.max_jobs:
+                    pool.replace_soon(child)  # it is recycled after this chunk
                 kept = [_checkpoints(tasks[i], say) for i in chunk]
 
                 def hooks(n: int, chunk: list[int] = chunk, kept: list[PointCheckpoints] = kept) -> Any:

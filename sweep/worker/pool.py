@@ -26,8 +26,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager, suppress
 from functools import partial
 from typing import Any
 
@@ -105,6 +105,10 @@ class CorePool(WorkerPlugin):
         self.pinning = NodePinning()  # whether this node enforces the children's CPU pins
         self.retirement = Retirement(worker, self.address, lambda: bool(self.running.busy))
         self.spawned = 0
+        # children starting to replace ones that will be recycled after their current jobs, by
+        # the pid of the child each replaces (replace_soon); children closing in the background
+        self._replacements: dict[int, Future[Child]] = {}
+        self._closing: list[Future[None]] = []
         if self.warm is not None:
             self.warm.apply(self)
 
@@ -113,6 +117,10 @@ class CorePool(WorkerPlugin):
             idle, self._idle = self._idle, []
         for child in idle:
             child.close()
+        for replacement in list(self._replacements.values()):
+            with suppress(Exception):  # one that could not start has nothing to close
+                replacement.result().close()
+        wait(self._closing)
         self._spawner.shutdown(wait=False)
         self._locks.close()
         self.accelerators.close()
@@ -277,7 +285,16 @@ class CorePool(WorkerPlugin):
         holder.kill()  # idle: nothing to lose, and _cond is held (a graceful close waits on libtpu)
         return True
 
+    def replace_soon(self, child: Child) -> None:
+        """Start, now, the child that will take the place of ``child``, leased and serving its
+        last jobs before it is recycled (``max_jobs``): spawned on its cores while those jobs
+        run, it is idle and ready once ``child`` is given back, which then closes in the
+        background. Not for a child holding devices (its replacement needs them free)."""
+        if child.devices is None and child.reusable and child.pid not in self._replacements:
+            self._replacements[child.pid] = self._spawner.submit(Child, child.cores, child.config)
+
     def _give_back(self, held: leases.Held, child: Child | None, max_jobs: int, max_rss: int | None) -> None:
+        replacement = self._replacements.pop(child.pid, None) if child is not None else None
         keep = (
             child is not None
             and child.reusable
@@ -286,18 +303,49 @@ class CorePool(WorkerPlugin):
             and child.jobs_run < max_jobs
             and (max_rss is None or child.process.rss() <= max_rss)
         )
+        fresh = None
         if child is not None and not keep:
             log.info(
                 "recycling child pid %d after %d jobs (alive=%s, rss=%d)",
                 child.pid, child.jobs_run, child.alive(), child.process.rss(),
             )  # fmt: skip
-            child.close()
+            fresh = self._started(replacement)
+            if fresh is None:
+                child.close()
+            else:  # its replacement is ready: nothing waits for its end
+                self._in_background(child.close)
+        elif replacement is not None:  # kept after all: the replacement is not needed
+            self._in_background(self._discard, replacement)
         with self._cond:
             if keep and child is not None:
                 self._idle.append(child)
+            elif fresh is not None:
+                self._idle.append(fresh)
             held.release()
             self._free |= set(held.cores)
             self._cond.notify_all()
+
+    def _in_background(self, close: Callable[..., None], *args: Any) -> None:
+        """Close a child on a spawner thread (the pool's teardown waits for it)."""
+        self._closing = [f for f in self._closing if not f.done()] + [self._spawner.submit(close, *args)]
+
+    def _discard(self, replacement: Future[Child]) -> None:
+        fresh = self._started(replacement)
+        if fresh is not None:
+            fresh.close()
+
+    def _started(self, replacement: Future[Child] | None) -> Child | None:
+        """The replacement child once it has started; None without one, or when it could not
+        start (the next lease starts one, and says why it can't)."""
+        if replacement is None:
+            return None
+        try:
+            fresh = replacement.result()
+        except Exception as exc:
+            log.info("a replacement child could not start: %s", exc)
+            return None
+        self.spawned += 1
+        return fresh
 
 
 def _asks(child: Child) -> tuple[str, float] | None:

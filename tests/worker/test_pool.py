@@ -10,12 +10,17 @@ from distributed import Client
 
 from sweep import Sweep
 from sweep.cluster.clusters import local_cluster, local_cores
+from sweep.model.job import parse_job
 from sweep.wire.childconfig import ChildConfig
 from sweep.wire.placement import Placement
 from sweep.worker.pool import CorePool
 from tests.helpers import ROOT, job
 
 needs_two = pytest.mark.skipif(local_cores() < 2, reason="needs 2 CPUs")
+
+
+def job_ref(name):
+    return parse_job(job(name))
 
 
 def _intervals(ds):
@@ -92,6 +97,35 @@ def test_concurrent_one_core_jobs_run_on_disjoint_cores(out):
                 overlapping += 1
                 assert cores[i] != cores[j]
     assert overlapping >= 1
+
+
+def test_a_child_serving_its_last_jobs_is_replaced_by_one_started_meanwhile():
+    pool = CorePool()
+    pool.setup()
+    try:
+        with pool.lease(Placement(1), ChildConfig(), max_jobs=1) as old:
+            pool.replace_soon(old)
+            assert old.run(job_ref("noop"), {}).status == "done"
+        with pool.lease(Placement(1), ChildConfig()) as fresh:
+            assert fresh.pid != old.pid and fresh.jobs_run == 0 and fresh.cores == old.cores
+        assert pool.spawned == 2  # the second lease found the replacement ready: no start of its own
+        pool.teardown()  # closes the idle children, and waits for the closes in the background
+        assert not old.alive()
+    finally:
+        pool.teardown()
+
+
+def test_a_replacement_not_needed_is_closed():
+    pool = CorePool()
+    pool.setup()
+    try:
+        with pool.lease(Placement(1), ChildConfig(), max_jobs=10) as kept:
+            pool.replace_soon(kept)
+            spare = pool._replacements[kept.pid].result()
+        pool.teardown()  # waits for the background closes
+        assert not spare.alive() and kept.pid != spare.pid
+    finally:
+        pool.teardown()
 
 
 @pytest.mark.slow
