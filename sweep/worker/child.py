@@ -152,6 +152,11 @@ class Child(Replies):
     def alive(self) -> bool:
         return self.process.alive()
 
+    @property
+    def closed(self) -> bool:
+        """Whether this parent killed or closed the child (its pipes are released)."""
+        return self._req_w < 0
+
     def close(self, timeout: float = 5.0) -> None:
         """Ask the child to exit, kill its tree if it doesn't, release the pipes and log."""
         if self.alive():
@@ -270,7 +275,7 @@ class Child(Replies):
             one = Job(self._new_record(), 1, on_report, checkpoints)
             self._watch(one, limits, t0)
             records.append(self._end(one, limits, t0))
-            if not one.replied or self.unrestorable:  # gone, or to be replaced: no more jobs here
+            if not one.replied or self.closed or self.unrestorable:  # gone, or to be replaced
                 break
             self.log.next_job(one.log_end)
             t0 = time.monotonic()

@@ -48,7 +48,7 @@ def run_point(
     say = partial(worker.log_event, events.topic(task.sweep))
     reports: list[dict[str, Any]] = []
     logs: list[str] = []
-    record, attempt = first[0] if first else PointRecord(task.index), 1 if first else 0
+    record, attempt = (first[0], 1) if first else (PointRecord(task.index), 0)
     checkpoints = first[1] if first else _checkpoints(task, say)
     reports.extend(record.reports)
     logs.extend(record.logs)
@@ -208,9 +208,11 @@ def _first_attempts(
     todo = list(range(len(tasks)))
     while todo and not (first.run and first.run in pool.running.stopped):
         at = tasks[todo[0]].index
-        what, f = f"sweep {first.sweep} points {at} and on", first
+        what = f"sweep {first.sweep} points {at} and on"
         try:
-            lease = pool.lease(f.placement, f.config, f.max_jobs, f.max_rss, what, f.run, at)
+            lease = pool.lease(
+                first.placement, first.config, first.max_jobs, first.max_rss, what, first.run, at
+            )
             with lease as child:
                 chunk = todo[: max(1, first.max_jobs - child.jobs_run)]
                 if child.jobs_run + len(chunk) >= first.max_jobs:

@@ -49,6 +49,13 @@ def test_a_chunk_stops_at_the_job_that_killed_its_child(child):
     assert not child.alive()
 
 
+def test_a_job_killed_over_its_thread_budget_ends_the_chunk_there(child):
+    """The child may have started the next job when the kill comes: that job is not charged."""
+    kwargs = [{"n": 20}, {"n": 0}, {"n": 0}]
+    records = child.run_many(parse_job(job("leave_threads")), kwargs, limits=Limits(max_threads=15))
+    assert len(records) == 1 and records[0].status == "killed" and child.closed
+
+
 @pytest.mark.slow
 def test_a_chunks_timeout_counts_from_the_end_of_the_job_before(child):
     """Three 1 s jobs under a 2.5 s timeout all finish (3 s in all); a 30 s one times out."""
