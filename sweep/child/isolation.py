@@ -14,7 +14,6 @@ asked for (:mod:`sweep.child.jaxsettings`). Standard library only, like the rest
 
 from __future__ import annotations
 
-import importlib.abc
 import io
 import os
 import signal
@@ -110,9 +109,10 @@ def _jax_changes(before: dict[str, Any] | None) -> list[str]:
     return [f"{k}: {reference.get(k)!r} → {v!r}" for k, v in sorted(after.items()) if reference.get(k) != v]
 
 
-class _WatchJaxImport(importlib.abc.MetaPathFinder):
+class _WatchJaxImport:
     """Records JAX's configuration right after ``import jax``: the reference for the job that
-    imports it (its changes can't be compared with a "before")."""
+    imports it (its changes can't be compared with a "before"). A finder on ``sys.meta_path``
+    by the import system's protocol, like :class:`_Loader`."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname != "jax":
@@ -140,7 +140,10 @@ class _WatchJaxImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
+    """Loads the module as ``real`` does, through ``exec_module`` (a loader, by the import
+    system's protocol; not an ``importlib.abc.Loader``, whose import costs every child ~5 ms)."""
+
     def __init__(self, real: Any, exec_module: Any) -> None:
         self._real, self._exec = real, exec_module
 
