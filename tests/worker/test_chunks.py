@@ -35,9 +35,12 @@ def test_output_a_job_did_not_flush_stays_with_that_job(child):
     assert records[1].logs == ["plain print from 1\nplain warning from 1\n"]
 
 
-def test_a_job_that_prints_nothing_has_an_empty_log(child):
-    records = child.run_many(parse_job(job("noop")), [{"x": 0}, {"x": 1}])
-    assert [r.logs for r in records] == [[""], [""]]
+def test_a_job_that_prints_nothing_has_an_empty_log_before_and_after_one_that_prints(child):
+    kwargs = [{"x": x, "how": "raise"} for x in (0, 1, 2)]  # only x == 1 prints (and fails)
+    records = child.run_many(parse_job(job("crash")), kwargs)
+    assert [r.status for r in records] == ["done", "failed", "done"]
+    assert records[0].logs == [""] and records[2].logs == [""]
+    assert records[1].logs == ["crashing by raise\n"]
 
 
 def test_a_chunk_stops_at_the_job_that_killed_its_child(child):

@@ -99,33 +99,31 @@ def test_concurrent_one_core_jobs_run_on_disjoint_cores(out):
     assert overlapping >= 1
 
 
-def test_a_child_serving_its_last_jobs_is_replaced_by_one_started_meanwhile():
-    pool = CorePool()
-    pool.setup()
-    try:
-        with pool.lease(Placement(1), ChildConfig(), max_jobs=1) as old:
-            pool.replace_soon(old)
-            assert old.run(job_ref("noop"), {}).status == "done"
-        with pool.lease(Placement(1), ChildConfig()) as fresh:
-            assert fresh.pid != old.pid and fresh.jobs_run == 0 and fresh.cores == old.cores
-        assert pool.spawned == 2  # the second lease found the replacement ready: no start of its own
-        pool.teardown()  # closes the idle children, and waits for the closes in the background
-        assert not old.alive()
-    finally:
-        pool.teardown()
+@pytest.fixture
+def pool():
+    p = CorePool()
+    p.setup()
+    yield p
+    p.teardown()
 
 
-def test_a_replacement_not_needed_is_closed():
-    pool = CorePool()
-    pool.setup()
-    try:
-        with pool.lease(Placement(1), ChildConfig(), max_jobs=10) as kept:
-            pool.replace_soon(kept)
-            spare = pool._replacements[kept.pid].result()
-        pool.teardown()  # waits for the background closes
-        assert not spare.alive() and kept.pid != spare.pid
-    finally:
-        pool.teardown()
+def test_a_child_serving_its_last_jobs_is_replaced_by_one_started_meanwhile(pool):
+    with pool.lease(Placement(1), ChildConfig(), max_jobs=1) as old:
+        pool.replace_soon(old)
+        assert old.run(job_ref("noop"), {}).status == "done"
+    with pool.lease(Placement(1), ChildConfig()) as fresh:
+        assert fresh.pid != old.pid and fresh.jobs_run == 0 and fresh.cores == old.cores
+    assert pool.spawned == 2  # the second lease found the replacement ready: no start of its own
+    pool.teardown()  # closes the idle children, and waits for the closes in the background
+    assert not old.alive()
+
+
+def test_a_replacement_not_needed_is_closed(pool):
+    with pool.lease(Placement(1), ChildConfig(), max_jobs=10) as kept:
+        pool.replace_soon(kept)
+        spare = pool._replacements[kept.pid].result()
+    pool.teardown()  # waits for the background closes
+    assert not spare.alive() and kept.pid != spare.pid
 
 
 @pytest.mark.slow
