@@ -4,9 +4,15 @@
 ``invrs_gym.challenges.BY_NAME``, starts from its seeded initial design, runs an
 ``invrs_opt.density_lbfgsb`` optimiser (``optimizer="lbfgsb"``) or Adam through
 ``invrs_opt.density_wrapped_optax`` (``optimizer="adam"``, step size ``learning_rate``) for
-``steps`` steps, and returns the loss and the
-challenge's evaluation metric per step, the final design as a DataArray (dims ``x``, ``y``),
-and the challenge's final metrics. Each step is also sent with :func:`sweep.report`.
+``steps`` steps, and returns the loss, the best loss so far and the challenge's evaluation
+metric per step, the final design as a DataArray (dims ``x``, ``y``), and the challenge's final
+metrics. Each step is also sent with :func:`sweep.report` (``loss``, ``best_loss``,
+``metric``).
+
+``keep_best=True`` keeps the best design seen, as a designer would: the design returned and
+``final_loss``/``final_metric`` are those of the step (or the final update) with the lowest
+loss, not of the last update. Adam's loss oscillates late in a run; the best loss so far does
+not, which is also what a pruner should compare (``best_loss``).
 
 Two things every run here needs:
 
@@ -57,6 +63,7 @@ def optimize(
     wavelengths_nm: list[float] | None = None,
     optimizer: str = "lbfgsb",
     learning_rate: float = 0.05,
+    keep_best: bool = False,
 ) -> dict:
     """Optimise one challenge from one seeded start; see the module docstring."""
     if optimizer not in OPTIMIZERS:
@@ -94,6 +101,7 @@ def optimize(
 
     value_and_grad = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))
     losses, metrics = [], []
+    best = (float("inf"), None)  # (loss, params) of the best step so far
     for i in range(steps):
         p = opt.params(state)
         (value, (response, aux)), grad = value_and_grad(p)
@@ -101,14 +109,20 @@ def optimize(
         metric = float(c.eval_metric(response))
         losses.append(float(value))
         metrics.append(metric)
-        sweep.report(step=i, loss=float(value), metric=metric)
+        if losses[-1] < best[0]:
+            best = (losses[-1], p)
+        sweep.report(step=i, loss=losses[-1], best_loss=best[0], metric=metric)
         state = opt.update(grad=grad, value=value, params=p, state=state)
     final = opt.params(state)
-    density = np.asarray(_density_array(final))
     response, _ = c.component.response(final)
+    if keep_best and best[1] is not None and best[0] < float(c.loss(response)):
+        final = best[1]
+        response, _ = c.component.response(final)
+    density = np.asarray(_density_array(final))
     step = np.arange(steps)
     return {
         "loss": xr.DataArray(np.asarray(losses), dims=["step"], coords={"step": step}),
+        "best_loss": xr.DataArray(np.minimum.accumulate(losses), dims=["step"], coords={"step": step}),
         "metric": xr.DataArray(np.asarray(metrics), dims=["step"], coords={"step": step}),
         "design": xr.DataArray(density, dims=["x", "y"]),
         "final_loss": float(c.loss(response)),
