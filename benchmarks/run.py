@@ -659,44 +659,51 @@ def main() -> int:
     results: dict = {
         "machine": {"cpus": CORES, "platform": platform.platform(), "python": platform.python_version()},
         "repeat": args.repeat,
+        "run": {"started": time.strftime("%Y-%m-%d %H:%M %Z"), "benchmarks": [n for n in ALL if n in wanted]},
     }
     n_heavy = 4 * CORES if quick else 8 * CORES
-    if "threads" in wanted:
-        results["threads"] = bench_threads(args.repeat)
-    if "first_result" in wanted:
-        results["first_result"] = bench_first_result(args.repeat)
-    if "compile_heavy" in wanted:
-        results["compile_heavy"] = {"jobs": n_heavy, **bench_compile_heavy(args.repeat, n_heavy)}
-    if "efficiency" in wanted:
-        results["efficiency"] = bench_efficiency(args.repeat, n_heavy, steps=300 if quick else 900)
-    if "invrs" in wanted and importlib.util.find_spec("invrs_gym") is not None:
-        n_invrs, steps = (2 * CORES, 10) if quick else (3 * CORES, 15)
-        results["invrs"] = {"jobs": n_invrs, "steps": steps, **bench_invrs(args.repeat, n_invrs, steps)}
-    if "affinity" in wanted:
-        results["affinity"] = bench_affinity(args.repeat, quick)
-    if "auto_threads" in wanted:
-        results["auto_threads"] = bench_auto_threads(args.repeat, quick)
-    if "auto_threads_long" in wanted:
-        results["auto_threads_long"] = bench_auto_threads(args.repeat, quick, long=True)
-    if "overhead" in wanted:
-        results["overhead"] = bench_overhead(args.repeat, 200 if quick else 1000)
-    if "scale" in wanted:
-        results["scale"] = bench_scale(10_000 if quick else 100_000, 1 if quick else args.repeat)
-    if "million" in wanted:
-        results["million"] = bench_million(100_000 if quick else 1_000_000)
-    if "ramp" in wanted:
-        results["ramp"] = bench_ramp(1 if quick else args.repeat)
-    if "search" in wanted:
-        results["search"] = bench_search(args.repeat, 12 if quick else 40)
-    if "search_invrs" in wanted and importlib.util.find_spec("invrs_gym") is not None:
-        results["search_invrs"] = bench_search(args.repeat, 8 if quick else 30, "invrs")
-    if "outputs" in wanted:
+    n_invrs, invrs_steps = (2 * CORES, 10) if quick else (3 * CORES, 15)
+    photonics = importlib.util.find_spec("invrs_gym") is not None
+
+    def outputs() -> dict:
         with cluster() as c, Client(c) as client:
-            results["outputs"] = bench_outputs(1 if quick else args.repeat, client)
-    if args.only and args.json.exists():  # the other benchmarks' last figures stay on record
-        results = {**json.loads(args.json.read_text()), **results}
+            return bench_outputs(1 if quick else args.repeat, client)
+
+    benchmarks: dict[str, Callable[[], Any]] = {
+        "threads": lambda: bench_threads(args.repeat),
+        "first_result": lambda: bench_first_result(args.repeat),
+        "compile_heavy": lambda: {"jobs": n_heavy, **bench_compile_heavy(args.repeat, n_heavy)},
+        "efficiency": lambda: bench_efficiency(args.repeat, n_heavy, steps=300 if quick else 900),
+        "invrs": lambda: {
+            "jobs": n_invrs,
+            "steps": invrs_steps,
+            **bench_invrs(args.repeat, n_invrs, invrs_steps),
+        },
+        "affinity": lambda: bench_affinity(args.repeat, quick),
+        "auto_threads": lambda: bench_auto_threads(args.repeat, quick),
+        "auto_threads_long": lambda: bench_auto_threads(args.repeat, quick, long=True),
+        "overhead": lambda: bench_overhead(args.repeat, 200 if quick else 1000),
+        "scale": lambda: bench_scale(10_000 if quick else 100_000, 1 if quick else args.repeat),
+        "million": lambda: bench_million(100_000 if quick else 1_000_000),
+        "ramp": lambda: bench_ramp(1 if quick else args.repeat),
+        "search": lambda: bench_search(args.repeat, 12 if quick else 40),
+        "search_invrs": lambda: bench_search(args.repeat, 8 if quick else 30, "invrs"),
+        "outputs": outputs,
+    }
+    # the other benchmarks' last figures stay on record
+    earlier = json.loads(args.json.read_text()) if args.only and args.json.exists() else {}
+    t0 = time.perf_counter()
+    for name in ALL:
+        if name not in wanted or (name in ("invrs", "search_invrs") and not photonics):
+            continue
+        # stamped with the run's start: figures from one run can be told from earlier ones
+        results[name] = {**benchmarks[name](), "run_started": results["run"]["started"]}
+        results["run"]["wall_s"] = time.perf_counter() - t0
+        # written after each benchmark: one that fails hours into a run loses nothing measured
+        args.json.write_text(json.dumps({**earlier, **results}, indent=2))
+        print(f"{name} done after {results['run']['wall_s']:.0f} s", flush=True)
+    results = {**earlier, **results}
     print(table(results))
-    args.json.write_text(json.dumps(results, indent=2))
     print(f"wrote {args.json}")
     return 0
 
