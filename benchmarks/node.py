@@ -120,9 +120,13 @@ def _loky(work: Work, jobs: int, cores: int) -> tuple[float, list[int]] | None:
         from joblib import Parallel, delayed
     except ImportError:
         return None
+    # by its module's name, not ``__main__``'s (``python -m benchmarks.node``): a loky worker
+    # unpickles it by reference, with the job cache it uses
+    from benchmarks.node import _loky_job as job
+
     os.environ["JAX_PLATFORMS"] = "cpu"
     t0 = time.perf_counter()
-    threads = Parallel(n_jobs=cores, backend="loky")(delayed(_loky_job)(*work) for _ in range(jobs))
+    threads = Parallel(n_jobs=cores, backend="loky")(delayed(job)(*work) for _ in range(jobs))
     return time.perf_counter() - t0, list(threads)
 
 
