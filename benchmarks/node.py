@@ -1,7 +1,7 @@
 """N JAX jobs on every core of one node, without Dask: the fraction of the node's limit each
 way of running them reaches. Runs where no socket can be opened (the TPU machine).
 
-    python -m benchmarks.node --jobs 26 --repeat 3 --out node.json [--job fdfd]
+    python -m benchmarks.node --jobs 26 --repeat 3 --out node.json [--job fdfd] [--skip WAY ...]
 
 The job (:data:`WORKLOADS`): ``matmul``, a jitted gradient of matrix products, or ``fdfd``, the
 quickstart's adjoint optimisation (``recipes/jobs/fdfd.py``, 45 Adam steps of a 1,440-cell
@@ -18,6 +18,9 @@ orchestration. Ways, each ``--repeat`` times, interleaved:
   dispatch (the default before one-core children ran computations inline: docs/threads.md);
 * ``uncapped``: ``python`` processes started as a job array would, ``cores`` at a time;
 * ``loky``: joblib's loky executor with ``cores`` workers (where joblib is installed).
+
+``--skip`` leaves ways out (``uncapped`` runs the fdfd job 19x longer than ``capped``: 221 s
+a repeat on the TPU machine).
 
 Every way runs ``JAX_PLATFORMS=cpu``. Also ``affinity_enforced``: whether the kernel enforces
 the children's pins here (:mod:`sweep.worker.pinning`).
@@ -130,7 +133,10 @@ def _loky(work: Work, jobs: int, cores: int) -> tuple[float, list[int]] | None:
     return time.perf_counter() - t0, list(threads)
 
 
-def run(jobs: int = 26, repeat: int = 3, job: str = "matmul") -> dict[str, Any]:
+WAYS = ("capped", "capped_two_client_threads", "uncapped", "loky")
+
+
+def run(jobs: int = 26, repeat: int = 3, job: str = "matmul", skip: tuple[str, ...] = ()) -> dict[str, Any]:
     work = WORKLOADS[job]
     cache = tempfile.mkdtemp(prefix="sweep-node-cache-")
     default = ChildConfig(platforms="cpu", compile_cache=cache)
@@ -151,7 +157,7 @@ def run(jobs: int = 26, repeat: int = 3, job: str = "matmul") -> dict[str, Any]:
                 "uncapped": lambda: _uncapped(work, jobs, cores),
                 "loky": lambda: _loky(work, jobs, cores),
             }
-            names = list(ways)
+            names = [name for name in WAYS if name not in skip]
             for name in names[i % len(names) :] + names[: i % len(names)]:  # the order rotates
                 got = ways[name]()
                 if got is not None:
@@ -184,8 +190,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default="node.json")
     parser.add_argument("--job", choices=list(WORKLOADS), default="matmul")
+    parser.add_argument("--skip", choices=WAYS, action="append", default=[], help="a way to leave out")
     args = parser.parse_args()
-    result = run(args.jobs, args.repeat, args.job)
+    result = run(args.jobs, args.repeat, args.job, tuple(args.skip))
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "walls_s"}, indent=1))
 
