@@ -7,9 +7,9 @@ socket can be opened (the TPU machine).
 A case (:data:`CASES`) is a job, its fixed arguments and the ranges its searched arguments are
 drawn from: uniformly, or log-uniformly where marked, as ``search_invrs`` in ``adaptive.py``
 draws them. Every trial runs to the end on a worker's ``CorePool`` (one core each, warm
-children, a shared compile cache, all cores busy). The loss a trial reports at every step
-(``sweep.report``) is kept; :func:`benchmarks.ranking.early_ranks` ranks it after 10%, 20% and
-50% of the steps against the trial's ``final_loss``.
+children, a shared compile cache, all cores busy). The value a trial reports at every step
+(``sweep.report``, the case's ``metric``) is kept; :func:`benchmarks.ranking.early_ranks`
+ranks it after 10%, 20% and 50% of the steps against the trial's ``final_loss``.
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ INVRS = JobRef("file", str(JOBS / "invrs.py"), "optimize")
 @dataclass(frozen=True)
 class Case:
     """Fixed job arguments and searched ones: ``(low, high)`` uniform, ``(low, high, "log")``
-    log-uniform."""
+    log-uniform; ``metric`` is the reported value ranked."""
 
     fixed: dict[str, Any]
     axes: dict[str, tuple[Any, ...]]
     job: JobRef = field(default=INVRS)
+    metric: str = "loss"
 
     def draw(self, rng: np.random.Generator) -> dict[str, Any]:
         """One trial's arguments."""
@@ -62,6 +63,7 @@ CASES = {
     "bend": Case(ADAM, AXES),  # search_invrs's workload
     "bend_lr_from_0.02": Case(ADAM, {**AXES, "learning_rate": (0.02, 0.3, "log")}),
     "bend_100_steps": Case({**ADAM, "steps": 100}, AXES),
+    "bend_best": Case({**ADAM, "keep_best": True}, AXES, metric="best_loss"),  # the best design kept
     **{
         name: Case({**ADAM, "challenge": f"ceviche_lightweight_{name}"}, AXES)
         for name in ("beam_splitter", "mode_converter", "power_splitter", "wdm")
@@ -79,7 +81,7 @@ def run_case(pool: CorePool, config: ChildConfig, case: Case, trials: int, seed:
         losses: dict[int, float] = {}
 
         def on_report(report: Report) -> None:  # called in this thread, as the child reports
-            losses[int(report.step or 0)] = report.values["loss"]
+            losses[int(report.step or 0)] = report.values[case.metric]
 
         with pool.lease(Placement(1), config) as child:
             record = child.run(case.job, kwargs, on_report=on_report)
