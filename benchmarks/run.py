@@ -656,6 +656,8 @@ def main() -> int:
     compileall.compile_dir(str(HERE.parent / "sweep"), quiet=1)
     quick = args.quick
     wanted = set(args.only or ALL)
+    if wanted - set(ALL):
+        p.error(f"unknown benchmark(s) {sorted(wanted - set(ALL))}; one of {ALL}")
     results: dict = {
         "machine": {"cpus": CORES, "platform": platform.platform(), "python": platform.python_version()},
         "repeat": args.repeat,
