@@ -8,7 +8,9 @@ continuous axes and its objective reported at every step it may be pruned at:
 * ``cavity``: the quickstart cavity (``recipes/jobs/fdfd.py:optimize``), ``beta``, ``lr`` and
   ``eps_max`` searched, the objective reported every ``report_every`` steps;
 * ``invrs``: invrs-gym's lightweight waveguide bend with Adam (``recipes/jobs/invrs.py:optimize``,
-  ``optimizer: adam``), ``learning_rate`` and ``beta`` searched, the loss reported every step.
+  ``optimizer: adam``), ``learning_rate`` and ``beta`` searched, the loss reported every step;
+* ``invrs_best``: the same, each trial keeping its best design (``keep_best: true``): pruned on
+  the best loss so far (``best_loss``), judged by the best design's loss.
 
 Each repeat uses its own seed, the same for every contender.
 
@@ -35,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +110,12 @@ WORKLOADS = {
         asha={"min_resource": INVRS_STEPS // 5, "reduction_factor": 3},
     ),
 }
+WORKLOADS["invrs_best"] = replace(
+    WORKLOADS["invrs"],
+    fixed={**WORKLOADS["invrs"].fixed, "keep_best": True},
+    history="best_loss",
+    metric="best_loss",
+)
 
 
 def run_sweep_search(w: Workload, sampler: str, prune: bool, n_trials: int, seed: int) -> dict[str, Any]:
