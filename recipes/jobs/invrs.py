@@ -12,7 +12,7 @@ metrics. Each step is also sent with :func:`sweep.report` (``loss``, ``best_loss
 ``keep_best=True`` keeps the best design seen, as a designer would: the design returned and
 ``final_loss``/``final_metric`` are those of the step (or the final update) with the lowest
 loss, not of the last update. Adam's loss oscillates late in a run; the best loss so far does
-not, which is also what a pruner should compare (``best_loss``).
+not, and a pruner can compare it (``best_loss``).
 
 Two things every run here needs:
 
