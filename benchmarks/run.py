@@ -698,12 +698,14 @@ def main() -> int:
     }
     # the other benchmarks' last figures stay on record
     earlier = json.loads(args.json.read_text()) if args.only and args.json.exists() else {}
+    # each benchmark's run's start: figures from one run can be told from earlier ones
+    results["measured"] = dict(earlier.get("measured", {}))
     t0 = time.perf_counter()
     for name in order:
         if name.startswith(("invrs", "search_invrs")) and not photonics:
             continue
-        # stamped with the run's start: figures from one run can be told from earlier ones
-        results[name] = {**benchmarks[name](), "run_started": results["run"]["started"]}
+        results[name] = benchmarks[name]()
+        results["measured"][name] = results["run"]["started"]
         results["run"]["wall_s"] = time.perf_counter() - t0
         # written after each benchmark: one that fails hours into a run loses nothing measured
         args.json.write_text(json.dumps({**earlier, **results}, indent=2))
