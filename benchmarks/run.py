@@ -696,8 +696,9 @@ def main() -> int:
         "search_invrs_best": lambda: bench_search(args.repeat, 8 if quick else 30, "invrs_best"),
         "outputs": outputs,
     }
-    # the other benchmarks' last figures stay on record
-    earlier = json.loads(args.json.read_text()) if args.only and args.json.exists() else {}
+    # the figures of benchmarks not run stay on record, also those only another machine gives
+    # (the TPU machine's node, tpu_points, early_ranks); `measured` says which run each is from
+    earlier = json.loads(args.json.read_text()) if args.json.exists() else {}
     # each benchmark's run's start: figures from one run can be told from earlier ones
     results["measured"] = dict(earlier.get("measured", {}))
     t0 = time.perf_counter()
