@@ -23,6 +23,14 @@ def job_ref(name):
     return parse_job(job(name))
 
 
+@pytest.fixture
+def pool():
+    p = CorePool()
+    p.setup()
+    yield p
+    p.teardown()
+
+
 def _intervals(ds):
     s = ds["started"].values.ravel().astype("datetime64[ns]").astype(float)
     f = ds["finished"].values.ravel().astype("datetime64[ns]").astype(float)
@@ -30,47 +38,37 @@ def _intervals(ds):
 
 
 @needs_two
-def test_leases_are_disjoint_and_wait_for_free_cores():
-    pool = CorePool()
-    pool.setup()
+def test_leases_are_disjoint_and_wait_for_free_cores(pool):
     two = tuple(sorted(os.sched_getaffinity(0)))[:2]
     pool.cores, pool._free = two, set(two)  # a 2-core worker, whatever this machine has
     got, order = [], []
     config = ChildConfig()
-    try:
-        with pool.lease(Placement(1), config) as a, pool.lease(Placement(1), config) as b:
-            got = [a.cores, b.cores]
+    with pool.lease(Placement(1), config) as a, pool.lease(Placement(1), config) as b:
+        got = [a.cores, b.cores]
 
-            def wide():
-                with pool.lease(Placement(2), config) as c:
-                    order.append(("wide", c.cores))
+        def wide():
+            with pool.lease(Placement(2), config) as c:
+                order.append(("wide", c.cores))
 
-            t = threading.Thread(target=wide)
-            t.start()
-            time.sleep(0.3)
-            order.append(("narrow released", None))
-        t.join(30)
-    finally:
-        pool.teardown()
+        t = threading.Thread(target=wide)
+        t.start()
+        time.sleep(0.3)
+        order.append(("narrow released", None))
+    t.join(30)
     assert sorted(got) == [(two[0],), (two[1],)]
     assert order == [("narrow released", None), ("wide", two)]
 
 
-def test_warm_children_are_reused_by_later_leases():
-    pool = CorePool()
-    pool.setup()
-    try:
-        with pool.lease(Placement(1), ChildConfig()) as first:
-            pid = first.pid
-        with pool.lease(Placement(1), ChildConfig()) as again:
-            assert again.pid == pid
-        with pool.lease(Placement(1), ChildConfig(), max_jobs=1) as c:
-            c.jobs_run = 1
-        with pool.lease(Placement(1), ChildConfig()) as fresh:
-            assert fresh.pid != pid  # recycled after max_jobs
-        assert pool.spawned == 2
-    finally:
-        pool.teardown()
+def test_warm_children_are_reused_by_later_leases(pool):
+    with pool.lease(Placement(1), ChildConfig()) as first:
+        pid = first.pid
+    with pool.lease(Placement(1), ChildConfig()) as again:
+        assert again.pid == pid
+    with pool.lease(Placement(1), ChildConfig(), max_jobs=1) as c:
+        c.jobs_run = 1
+    with pool.lease(Placement(1), ChildConfig()) as fresh:
+        assert fresh.pid != pid  # recycled after max_jobs
+    assert pool.spawned == 2
 
 
 @pytest.mark.slow
@@ -97,14 +95,6 @@ def test_concurrent_one_core_jobs_run_on_disjoint_cores(out):
                 overlapping += 1
                 assert cores[i] != cores[j]
     assert overlapping >= 1
-
-
-@pytest.fixture
-def pool():
-    p = CorePool()
-    p.setup()
-    yield p
-    p.teardown()
 
 
 def test_a_child_serving_its_last_jobs_is_replaced_by_one_started_meanwhile(pool):
@@ -149,31 +139,26 @@ BENCH_JOB = f"{ROOT}/benchmarks/jobs.py"
 
 @pytest.mark.slow
 @needs_two
-def test_prewarm_starts_one_child_per_k_cores_with_jax_imported_and_jobs_reuse_them():
+def test_prewarm_starts_one_child_per_k_cores_with_jax_imported_and_jobs_reuse_them(pool):
     from pathlib import Path
 
     from sweep.model.job import parse_job
 
-    pool = CorePool()
-    pool.setup()
     two = tuple(sorted(os.sched_getaffinity(0)))[:2]
     pool.cores, pool._free = two, set(two)
     config = ChildConfig(compile_cache=None)
     first = parse_job(f"{Path(BENCH_JOB).resolve()}:first_result", Path("."))
-    try:
-        assert pool.prewarm(Placement(1), config) == 2
-        # a job that comes while they warm waits for a warm child instead of starting another
-        with pool.lease(Placement(1), config) as child:
-            record = child.run(first, {})
-        assert record.outputs["jax_was_imported"].values == 1.0 and record.outputs["import_s"].values < 0.05
-        deadline = time.monotonic() + 60
-        while len(pool._idle) < 2:  # the other one finishes warming
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        assert pool.spawned == 2 and pool.prewarm(Placement(1), config) == 0  # never more than cores // k
-        assert pool.prewarm(Placement(2), config) == 0  # no free 2-core set without closing warm children
-    finally:
-        pool.teardown()
+    assert pool.prewarm(Placement(1), config) == 2
+    # a job that comes while they warm waits for a warm child instead of starting another
+    with pool.lease(Placement(1), config) as child:
+        record = child.run(first, {})
+    assert record.outputs["jax_was_imported"].values == 1.0 and record.outputs["import_s"].values < 0.05
+    deadline = time.monotonic() + 60
+    while len(pool._idle) < 2:  # the other one finishes warming
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert pool.spawned == 2 and pool.prewarm(Placement(1), config) == 0  # never more than cores // k
+    assert pool.prewarm(Placement(2), config) == 0  # no free 2-core set without closing warm children
 
 
 @pytest.mark.slow
