@@ -329,7 +329,9 @@ def test_an_interface_the_nodes_cant_reach_ends_submit_with_one_clear_error(clus
     assert "cluster.interface" in said and "'lo'" in said, said[-3000:]
     ds = open_results(tmp_path / "out.zarr")  # the store is kept, resumable
     assert (ds["status"] == "pending").all() and ds.attrs["sweep_run_state"] == "failed"
-    assert not queue(), "the sweep left batch jobs behind"
+    # COMPLETING: a job already ended (scancel'd), SLURM still tearing it down (seen once, CI)
+    left = {job: state for job, state in queue().items() if state[0] != "COMPLETING"}
+    assert not left, "the sweep left batch jobs behind"
 
 
 def test_a_batch_job_warned_of_its_end_retires_and_its_replacement_picks_up(cluster, tmp_path):
