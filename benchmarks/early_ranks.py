@@ -40,7 +40,8 @@ INVRS = JobRef("file", str(JOBS / "invrs.py"), "optimize")
 @dataclass(frozen=True)
 class Case:
     """Fixed job arguments and searched ones: ``(low, high)`` uniform, ``(low, high, "log")``
-    log-uniform; ``metric`` is the reported value ranked."""
+    log-uniform, ``(low, high, "int")`` an integer from ``low`` to ``high`` inclusive;
+    ``metric`` is the reported value ranked."""
 
     fixed: dict[str, Any]
     axes: dict[str, tuple[Any, ...]]
@@ -50,20 +51,28 @@ class Case:
     def draw(self, rng: np.random.Generator) -> dict[str, Any]:
         """One trial's arguments."""
         drawn = {}
-        for name, (low, high, *log) in self.axes.items():
-            drawn[name] = float(
-                np.exp(rng.uniform(np.log(low), np.log(high))) if log else rng.uniform(low, high)
-            )
+        for name, (low, high, *kind) in self.axes.items():
+            if kind == ["int"]:
+                drawn[name] = int(rng.integers(low, high, endpoint=True))
+            elif kind == ["log"]:
+                drawn[name] = float(np.exp(rng.uniform(np.log(low), np.log(high))))
+            else:
+                drawn[name] = float(rng.uniform(low, high))
         return {**self.fixed, **drawn}
 
 
 ADAM = {"optimizer": "adam", "seed": 0, "steps": 50}
+LBFGSB = {"optimizer": "lbfgsb", "steps": 50}
 AXES: dict[str, tuple[Any, ...]] = {"learning_rate": (0.003, 0.3, "log"), "beta": (1.0, 16.0)}
 CASES = {
     "bend": Case(ADAM, AXES),  # search_invrs's workload
     "bend_lr_from_0.02": Case(ADAM, {**AXES, "learning_rate": (0.02, 0.3, "log")}),
     "bend_100_steps": Case({**ADAM, "steps": 100}, AXES),
     "bend_best": Case({**ADAM, "keep_best": True}, AXES, metric="best_loss"),  # the best design kept
+    # L-BFGS-B (the job's default optimiser) from drawn starts; in 20 steps, also from one start
+    "bend_lbfgsb": Case(LBFGSB, {"beta": (1.0, 16.0), "seed": (0, 999, "int")}),
+    "bend_lbfgsb_20": Case({**LBFGSB, "steps": 20}, {"beta": (1.0, 16.0), "seed": (0, 999, "int")}),
+    "bend_lbfgsb_20_beta": Case({**LBFGSB, "steps": 20, "seed": 0}, {"beta": (1.0, 16.0)}),
     **{
         name: Case({**ADAM, "challenge": f"ceviche_lightweight_{name}"}, AXES)
         for name in ("beam_splitter", "mode_converter", "power_splitter", "wdm")
