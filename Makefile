@@ -14,14 +14,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+$(RUN_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install -q -c constraints.txt -e .
 	touch $@
 
 # the tests also run the photonics extra (invrs-gym) and need SLURM and Chromium, which
 # scripts/system-deps.sh installs when it can (root with apt-get); their tests skip otherwise
-$(TEST_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,photonics,bench,search]'
+$(TEST_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,photonics,bench,search]'
 	touch $@
 
 run: $(RUN_STAMP)
