@@ -3,13 +3,15 @@
 Measures, on this node: the CPUs and this process's affinity, the cgroup's cpuset, CPU quota
 and pids limit when there is one, ``ulimit -u`` and the threads the user holds now, and the
 peak threads of an uncapped JAX child and of capped children with k = 1 and 2 cores (real
-children running :func:`sweep.cli.probe.jax_grad`). From these: the threads an uncapped child
+children running :func:`sweep.cli.probe.jax_grad`), and how long a capped child's ``import
+jax`` takes (:func:`sweep.cli.probe.import_times`). From these: the threads an uncapped child
 would hold on a node of this size (docs/threads.md), and how many concurrent k-core jobs fit
 under ``ulimit -u`` capped and uncapped.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 from pathlib import Path
@@ -21,11 +23,14 @@ from sweep.model import limits
 from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
 from sweep.wire.placement import thread_budget
+from sweep.wire.protocol import PointRecord
 from sweep.wire.task import Limits
 from sweep.worker import leases, memory, pinning
 from sweep.worker.child import Child
 
 CGROUP = Path("/sys/fs/cgroup")
+# ml_dtypes 0.6.0 loads in about 0.01 s and 0.7.0 in 0.5 s (docs/threads.md, "A child's start")
+SLOW_ML_DTYPES_S = 0.25
 
 
 def _read(path: Path) -> str | None:
@@ -55,16 +60,30 @@ def cgroup_limits() -> dict[str, str | None]:
     }
 
 
-def measure(cores: tuple[int, ...], cap: bool) -> int:
-    """Peak threads of a fresh child on ``cores`` running the JAX probe."""
+def _probe(cores: tuple[int, ...], cap: bool, probe: str) -> PointRecord:
+    """What a fresh child on ``cores`` returns running ``sweep.cli.probe.<probe>``."""
     child = Child(cores, ChildConfig(cap=cap, compile_cache=None))
     try:
-        outcome = child.run(JobRef("module", "sweep.cli.probe", "jax_grad"), {}, limits=Limits(timeout=300))
+        outcome = child.run(JobRef("module", "sweep.cli.probe", probe), {}, limits=Limits(timeout=300))
     finally:
         child.kill()
     if outcome.status != "done":
-        raise RuntimeError(f"the JAX probe failed in a child: {outcome.error}")
-    return outcome.peak_threads
+        raise RuntimeError(f"the {probe} probe failed in a child: {outcome.error}")
+    return outcome
+
+
+def measure(cores: tuple[int, ...], cap: bool) -> int:
+    """Peak threads of a fresh child on ``cores`` running the JAX probe."""
+    return _probe(cores, cap, "jax_grad").peak_threads
+
+
+def child_imports(core: int) -> dict[str, Any]:
+    """A fresh capped one-core child's ``import jax``: seconds in all and loading ml_dtypes
+    (:func:`sweep.cli.probe.import_times`), and ml_dtypes' version (the child runs this
+    interpreter's packages). Every child pays it once, before its first job."""
+    outputs = _probe((core,), True, "import_times").outputs
+    seconds = {name: float(outputs[name].values) for name in ("jax_s", "ml_dtypes_s")}
+    return {**seconds, "ml_dtypes": importlib.metadata.version("ml_dtypes")}
 
 
 def diagnose() -> dict[str, Any]:
@@ -85,6 +104,7 @@ def diagnose() -> dict[str, Any]:
         "user_threads_now": held,
         "is_root": os.geteuid() == 0,
         "measured_threads": measured,
+        "child_imports": child_imports(affinity[0]),
         "predicted_uncapped_threads": limits.uncapped_threads(a),
         "budget": {f"k{k}": thread_budget(k) for k in (1, 2)},
         "core_leases": {"folder": str(leases.lease_dir()), "held": leases.holders()},
@@ -173,6 +193,13 @@ def _verdict(report: dict, a: int, room: int | None, fits: dict) -> str:
             f"capping is required here: {a} uncapped jobs would not fit under ulimit -u "
             f"({fits['uncapped_k1']} would), {fits['capped_k1']} capped ones do"
         )
+    imports = report["child_imports"]
+    if imports["ml_dtypes_s"] > SLOW_ML_DTYPES_S:
+        notes.append(
+            f"every child spends {imports['ml_dtypes_s']:.2f} s of its import jax loading ml_dtypes "
+            f"{imports['ml_dtypes']}; 0.7.0 is that slow and 0.6.0 is not (docs/threads.md): "
+            "pip install 'ml_dtypes<0.7'"
+        )
     if problems:
         return "WARNING: " + "; ".join(problems + notes)
     return "OK: " + "; ".join(notes or [f"{a} capped one-core jobs fit"])
@@ -202,6 +229,7 @@ def render(report: dict[str, Any]) -> str:
         ("threads you hold now", report["user_threads_now"]),
         ("JAX child, uncapped (measured)", m["uncapped"]),
         *((f"JAX child, capped k={k} (measured)", m[f"capped_k{k}"]) for k in (1, 2) if f"capped_k{k}" in m),
+        ("import jax in a capped child (measured)", _imports_text(report["child_imports"])),
         ("uncapped child on this node (predicted)", report["predicted_uncapped_threads"]),
         (
             "one-core jobs under ulimit -u, capped",
@@ -219,6 +247,10 @@ def render(report: dict[str, Any]) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _imports_text(imports: dict[str, Any]) -> str:
+    return f"{imports['jax_s']:.2f} s, of it ml_dtypes {imports['ml_dtypes']} {imports['ml_dtypes_s']:.2f} s"
 
 
 def _mpi_text(found: dict[str, Any]) -> str:

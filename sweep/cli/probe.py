@@ -16,6 +16,24 @@ def jax_grad(n: int = 64, seed: int = 0) -> dict:
     return {"norm": float(jnp.linalg.norm(g))}
 
 
+def import_times() -> dict:
+    """How long this fresh child takes to ``import jax``, and the part of it spent loading
+    ``ml_dtypes`` (imported first, after numpy, as jax would), in seconds."""
+    import time
+
+    t0 = time.perf_counter()
+    import numpy  # noqa: F401
+
+    t1 = time.perf_counter()
+    import ml_dtypes  # noqa: F401
+
+    t2 = time.perf_counter()
+    import jax  # noqa: F401
+
+    t3 = time.perf_counter()
+    return {"jax_s": t3 - t0, "ml_dtypes_s": t2 - t1}
+
+
 def warm() -> dict:
     """What a pre-warmed child runs before its first job (``child.prewarm``): import numpy and
     jax (XLA's client and its thread pools are left to the job, which makes them as it would)."""

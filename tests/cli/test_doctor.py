@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from sweep.cli import doctor
 from sweep.cli.app import main
 from sweep.cluster.clusters import local_cores
 from sweep.model import limits
@@ -40,3 +41,21 @@ def test_doctor_json_reports_measured_children_and_core_leases(capsys, tmp_path,
     assert set(report["jobs_that_fit_under_ulimit"]) == {"capped_k1", "uncapped_k1"}
     mem = report["memory"]
     assert mem["total"] >= mem["available"] > mem["local_offer"] >= 0
+    imports = report["child_imports"]
+    assert 0 < imports["ml_dtypes_s"] < imports["jax_s"] and imports["ml_dtypes"][0].isdigit()
+
+
+def _verdict_with_ml_dtypes(seconds: float) -> str:
+    report = {
+        "measured_threads": {"capped_k1": 15},
+        "is_root": False,
+        "child_imports": {"jax_s": 0.4 + seconds, "ml_dtypes_s": seconds, "ml_dtypes": "0.7.0"},
+    }
+    return doctor._verdict(report, 2, None, {"capped_k1": None, "uncapped_k1": None})
+
+
+def test_verdict_names_an_ml_dtypes_that_loads_slowly_and_how_to_avoid_it():
+    slow = _verdict_with_ml_dtypes(0.54)
+    assert slow.startswith("OK") and "0.54 s of its import jax loading ml_dtypes 0.7.0" in slow
+    assert "pip install 'ml_dtypes<0.7'" in slow
+    assert "ml_dtypes" not in _verdict_with_ml_dtypes(0.01)
