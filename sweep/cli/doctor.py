@@ -3,8 +3,8 @@
 Measures, on this node: the CPUs and this process's affinity, the cgroup's cpuset, CPU quota
 and pids limit when there is one, ``ulimit -u`` and the threads the user holds now, and the
 peak threads of an uncapped JAX child and of capped children with k = 1 and 2 cores (real
-children running :func:`sweep.cli.probe.jax_grad`), and how long a capped child's ``import
-jax`` takes (:func:`sweep.cli.probe.import_times`). From these: the threads an uncapped child
+children running :func:`sweep.cli.probe.jax_grad`), and how long the capped one-core child's
+``import jax`` took. From these: the threads an uncapped child
 would hold on a node of this size (docs/threads.md), and how many concurrent k-core jobs fit
 under ``ulimit -u`` capped and uncapped.
 """
@@ -60,29 +60,23 @@ def cgroup_limits() -> dict[str, str | None]:
     }
 
 
-def _probe(cores: tuple[int, ...], cap: bool, probe: str) -> PointRecord:
-    """What a fresh child on ``cores`` returns running ``sweep.cli.probe.<probe>``."""
+def _probe(cores: tuple[int, ...], cap: bool) -> PointRecord:
+    """What a fresh child on ``cores`` returns running the JAX probe."""
     child = Child(cores, ChildConfig(cap=cap, compile_cache=None))
     try:
-        outcome = child.run(JobRef("module", "sweep.cli.probe", probe), {}, limits=Limits(timeout=300))
+        outcome = child.run(JobRef("module", "sweep.cli.probe", "jax_grad"), {}, limits=Limits(timeout=300))
     finally:
         child.kill()
     if outcome.status != "done":
-        raise RuntimeError(f"the {probe} probe failed in a child: {outcome.error}")
+        raise RuntimeError(f"the JAX probe failed in a child: {outcome.error}")
     return outcome
 
 
-def measure(cores: tuple[int, ...], cap: bool) -> int:
-    """Peak threads of a fresh child on ``cores`` running the JAX probe."""
-    return _probe(cores, cap, "jax_grad").peak_threads
-
-
-def child_imports(core: int) -> dict[str, Any]:
-    """A fresh capped one-core child's ``import jax``: seconds in all and loading ml_dtypes
-    (:func:`sweep.cli.probe.import_times`), and ml_dtypes' version (the child runs this
-    interpreter's packages). Every child pays it once, before its first job."""
-    outputs = _probe((core,), True, "import_times").outputs
-    seconds = {name: float(outputs[name].values) for name in ("jax_s", "ml_dtypes_s")}
+def child_imports(probe: PointRecord) -> dict[str, Any]:
+    """A fresh capped one-core child's ``import jax``, from its probe: seconds in all and
+    loading ml_dtypes, and ml_dtypes' version (the child runs this interpreter's packages).
+    Every child pays it once, before its first job."""
+    seconds = {name: float(probe.outputs[name].values) for name in ("import_jax_s", "ml_dtypes_s")}
     return {**seconds, "ml_dtypes": importlib.metadata.version("ml_dtypes")}
 
 
@@ -92,10 +86,11 @@ def diagnose() -> dict[str, Any]:
     a = len(affinity)
     soft, hard = limits.nproc_limit()
     held = limits.user_threads()
-    measured = {"uncapped": measure(tuple(affinity), cap=False)}
+    probes = {"uncapped": _probe(tuple(affinity), cap=False)}
     for k in (1, 2):
         if k <= a:
-            measured[f"capped_k{k}"] = measure(tuple(affinity[:k]), cap=True)
+            probes[f"capped_k{k}"] = _probe(tuple(affinity[:k]), cap=True)
+    measured = {name: probe.peak_threads for name, probe in probes.items()}
     report: dict[str, Any] = {
         "cpus_online": os.cpu_count(),
         "affinity": affinity,
@@ -104,7 +99,7 @@ def diagnose() -> dict[str, Any]:
         "user_threads_now": held,
         "is_root": os.geteuid() == 0,
         "measured_threads": measured,
-        "child_imports": child_imports(affinity[0]),
+        "child_imports": child_imports(probes["capped_k1"]),
         "predicted_uncapped_threads": limits.uncapped_threads(a),
         "budget": {f"k{k}": thread_budget(k) for k in (1, 2)},
         "core_leases": {"folder": str(leases.lease_dir()), "held": leases.holders()},
@@ -250,7 +245,8 @@ def render(report: dict[str, Any]) -> str:
 
 
 def _imports_text(imports: dict[str, Any]) -> str:
-    return f"{imports['jax_s']:.2f} s, of it ml_dtypes {imports['ml_dtypes']} {imports['ml_dtypes_s']:.2f} s"
+    loading = f"ml_dtypes {imports['ml_dtypes']} {imports['ml_dtypes_s']:.2f} s"
+    return f"{imports['import_jax_s']:.2f} s, of it {loading}"
 
 
 def _mpi_text(found: dict[str, Any]) -> str:

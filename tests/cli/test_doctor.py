@@ -42,14 +42,14 @@ def test_doctor_json_reports_measured_children_and_core_leases(capsys, tmp_path,
     mem = report["memory"]
     assert mem["total"] >= mem["available"] > mem["local_offer"] >= 0
     imports = report["child_imports"]
-    assert 0 < imports["ml_dtypes_s"] < imports["jax_s"] and imports["ml_dtypes"][0].isdigit()
+    assert 0 < imports["ml_dtypes_s"] < imports["import_jax_s"] and imports["ml_dtypes"][0].isdigit()
 
 
 def _verdict_with_ml_dtypes(seconds: float) -> str:
     report = {
         "measured_threads": {"capped_k1": 15},
         "is_root": False,
-        "child_imports": {"jax_s": 0.4 + seconds, "ml_dtypes_s": seconds, "ml_dtypes": "0.7.0"},
+        "child_imports": {"import_jax_s": 0.4 + seconds, "ml_dtypes_s": seconds, "ml_dtypes": "0.7.0"},
     }
     return doctor._verdict(report, 2, None, {"capped_k1": None, "uncapped_k1": None})
 
