@@ -6,7 +6,9 @@ Exit codes: 0 every point done; 1 the sweep ran but some points are not done; 2 
 (recipe, output in use or made by another recipe, cluster that can't fit the jobs):
 nothing was started and the output was not touched; 3 the store could not be written (file
 system full): the points written are kept; 130 interrupted (Ctrl-C): the points written are
-kept. Every error is one line; a rerun resumes.
+kept. Every error is one line; a rerun resumes. A Ctrl-C that lands where Python would drop
+it, or inside importlib's own code, is delivered again a moment later
+(:mod:`sweep.cli.interrupts`).
 
 SIGPIPE: commands that print and exit (``Command.prints``) die quietly when their reader goes
 away (``sweep status out.zarr | head``). ``submit`` hosts the Dask scheduler and client, whose
@@ -32,7 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from sweep.child.wholelines import StreamOver
-from sweep.cli import reading  # noqa: F401  (its commands register themselves)
+from sweep.cli import (
+    interrupts,
+    reading,  # noqa: F401  (its commands register themselves)
+)
 from sweep.cli.table import (
     COMMANDS,
     EXIT_INCOMPLETE,
@@ -120,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if argv is None:  # as a command, not called from Python
         _guard_streams(args.command)
+        interrupts.install()
     _setup_logging(args.verbose)
     try:
         return int(args.handler(args))

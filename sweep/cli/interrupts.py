@@ -1,0 +1,69 @@
+"""A Ctrl-C is never lost, and never leaves the import lock held.
+
+Python raises ``KeyboardInterrupt`` in whatever bytecode runs when SIGINT's handler does. Two
+places make that go wrong while ``sweep submit`` starts (imports of dask, distributed, zarr,
+xarray, some in the store's and the cluster's threads):
+
+* importlib's own code. Raised between ``_imp.acquire_lock()`` and the ``try`` that releases
+  it (in ``_get_module_lock`` and its weakref callback), the exception leaves the global import
+  lock held for ever: every other thread that imports then waits on it, and the command hangs,
+  even at its exit.
+* A callback whose exceptions Python ignores (a weakref callback, ``__del__``): the exception
+  is printed as "Exception ignored in ..." and dropped, and the sweep ran on to its end and
+  exited 0 as if no key had been pressed.
+
+:func:`install` handles both. Its SIGINT handler raises ``KeyboardInterrupt`` as Python's does,
+except in a frame of importlib's frozen code, where it sends SIGINT to the main thread again a
+moment later (:data:`REDELIVER_S`) instead. A :data:`sys.unraisablehook` does the same with a
+``KeyboardInterrupt`` Python would drop, without printing it; other unraisable exceptions go to
+the hook that was there before. A Ctrl-C so deferred surfaces where the command catches it.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+REDELIVER_S = 0.01
+"""Delay before a deferred Ctrl-C is sent again: long enough for the frame to move on."""
+
+IMPORTLIB_CODE = "<frozen importlib"
+"""How the file names of importlib's frozen bootstrap modules begin."""
+
+
+def install() -> None:
+    """From the main thread: handle SIGINT with :func:`on_sigint` and deliver again each
+    ``KeyboardInterrupt`` that Python would drop (the hook is installed once per process)."""
+    signal.signal(signal.SIGINT, on_sigint)
+    previous = sys.unraisablehook
+    if getattr(previous, "_redelivers_interrupts", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            redeliver()
+            return
+        previous(unraisable)
+
+    hook._redelivers_interrupts = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
+def on_sigint(signum: int, frame: FrameType | None) -> None:
+    """Raise ``KeyboardInterrupt``, unless ``frame`` is importlib's: then :func:`redeliver`."""
+    if frame is not None and frame.f_code.co_filename.startswith(IMPORTLIB_CODE):
+        redeliver()
+        return
+    raise KeyboardInterrupt
+
+
+def redeliver() -> None:
+    """Send SIGINT to the main thread after :data:`REDELIVER_S`, from a daemon timer thread."""
+    main = threading.main_thread().ident
+    assert main is not None
+    timer = threading.Timer(REDELIVER_S, signal.pthread_kill, (main, signal.SIGINT))
+    timer.daemon = True
+    timer.start()
