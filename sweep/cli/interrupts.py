@@ -36,7 +36,10 @@ IMPORTLIB_CODE = "<frozen importlib"
 
 def install() -> None:
     """From the main thread: handle SIGINT with :func:`on_sigint` and deliver again each
-    ``KeyboardInterrupt`` that Python would drop (the hook is installed once per process)."""
+    ``KeyboardInterrupt`` that Python would drop (the hook is installed once per process).
+    A SIGINT this process was started ignoring (a shell's ``command &``) stays ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return
     signal.signal(signal.SIGINT, on_sigint)
     previous = sys.unraisablehook
     if getattr(previous, "_redelivers_interrupts", False):

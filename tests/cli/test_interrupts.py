@@ -10,6 +10,7 @@ import pytest
 # it, which Python prints as "Exception ignored" and drops, as during an import's module lock.
 SWALLOWED = """
 import os, signal, sys, time, weakref
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal, not a shell's `&`
 if sys.argv[1] == "guarded":
     from sweep.cli.interrupts import install
     install()
@@ -39,6 +40,7 @@ except KeyboardInterrupt:
 IN_IMPORTLIB = """
 import os, signal, sys, tempfile, time
 from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from sweep.cli import interrupts
 interrupts.install()
 folder = tempfile.mkdtemp()
@@ -100,3 +102,13 @@ def test_other_unraisable_exceptions_still_reach_the_previous_hook(monkeypatch: 
 
     Broken()
     assert [u.exc_type for u in seen] == [ValueError]
+
+
+def test_a_process_started_ignoring_sigint_keeps_ignoring_it():
+    code = (
+        "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "from sweep.cli.interrupts import install; install()\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stderr
