@@ -26,6 +26,7 @@ from sweep.cluster.clusters import local_cluster
 from sweep.model.job import parse_job
 from sweep.wire.childconfig import ChildConfig
 from sweep.wire.placement import Placement
+from sweep.wire.recycling import Recycling
 from sweep.worker.pool import CorePool
 
 NOOP = Path(__file__).resolve().parents[1] / "recipes" / "jobs" / "fdfd.py"
@@ -39,7 +40,7 @@ def pool_overhead(jobs: int, warm: bool) -> list[float]:
     try:
         for _ in range(jobs):
             t0 = time.perf_counter()
-            with pool.lease(Placement(1), ChildConfig(), max_jobs=10**9 if warm else 1) as child:
+            with pool.lease(Placement(1), ChildConfig(), Recycling.of(10**9 if warm else 1, None)) as child:
                 outcome = child.run(ref, {})
             times.append(time.perf_counter() - t0)
             assert outcome.status == "done", outcome.error

@@ -41,6 +41,8 @@ from distributed import Client, LocalCluster  # noqa: E402
 from first_result import bench_first_result  # noqa: E402  (benchmarks/first_result.py)
 from outputs import bench_outputs  # noqa: E402  (benchmarks/outputs.py)
 from ramp import bench_ramp  # noqa: E402  (benchmarks/ramp.py)
+from recycling import bench_recycling  # noqa: E402  (benchmarks/recycling.py)
+from recycling import row as recycling_row  # noqa: E402
 
 from sweep import Sweep  # noqa: E402
 from sweep.cluster.clusters import local_cluster, local_cores  # noqa: E402
@@ -464,11 +466,13 @@ def bench_million(points: int) -> dict:
     return {**r, "per_point_ms": 1e3 * r["wall_s"] / r["points"]}
 
 
-def scale_child(points: int) -> None:
+def scale_child(points: int, max_jobs: int | None = None) -> None:
+    child = {} if max_jobs is None else {"max_jobs": max_jobs}
     with cluster() as c, Client(c) as client, tempfile.TemporaryDirectory() as tmp:
-        s = Sweep(f"{JOBS}:noop", {"zip": {"i": list(range(points))}}, output=f"{tmp}/o.zarr")
+        s = Sweep(f"{JOBS}:noop", {"zip": {"i": list(range(points))}}, child=child, output=f"{tmp}/o.zarr")
         ds = s.run(client=client, progress=False)
         done = int((ds["status"] == "done").sum())
+        children = len(set(ds["pid"].values.tolist()))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     wall, store = s.stats["wall_s"], s.stats["store_s"]
     print(
@@ -480,6 +484,7 @@ def scale_child(points: int) -> None:
                 "client_peak_rss_mb": rss / 2**20,
                 "store_s": store,
                 "store_share": store / wall,
+                "children": children,
             }
         )
     )
@@ -556,6 +561,8 @@ def table(results: dict) -> str:
             f"({s['growth']:.1f}x for {s['points'] / s['small_points']:.0f}x the points) "
             "| <= 120 s, RSS <= 1 GB |"
         )
+    if results.get("recycling"):
+        lines.append(recycling_row(results["recycling"]))
     m = results.get("million")
     if m:
         lines.append(
@@ -635,7 +642,7 @@ def _search_row(a: dict) -> str:
 ALL = [
     "threads", "first_result", "compile_heavy", "efficiency", "invrs", "affinity", "auto_threads",
     "auto_threads_long", "overhead",
-    "scale", "million", "ramp", "search", "search_invrs", "outputs",
+    "scale", "million", "recycling", "ramp", "search", "search_invrs", "outputs",
 ]  # fmt: skip
 # run only when named (--only): a variant of search_invrs, 36 minutes of this machine
 OPTIONAL = ["search_invrs_best"]
@@ -648,9 +655,10 @@ def main() -> int:
     p.add_argument("--only", nargs="*", default=None, help=" ".join(ALL + OPTIONAL))
     p.add_argument("--json", type=Path, default=HERE / "results.json")
     p.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--max-jobs", type=int, help=argparse.SUPPRESS)  # of --scale-child
     args = p.parse_args()
     if args.scale_child:
-        scale_child(args.scale_child)
+        scale_child(args.scale_child, args.max_jobs)
         return 0
     # children start from the package's bytecode, as from any installed copy; where
     # PYTHONDONTWRITEBYTECODE is set (this machine), the caches of a changed checkout stay stale
@@ -690,6 +698,7 @@ def main() -> int:
         "overhead": lambda: bench_overhead(args.repeat, 200 if quick else 1000),
         "scale": lambda: bench_scale(10_000 if quick else 100_000, 1 if quick else args.repeat),
         "million": lambda: bench_million(100_000 if quick else 1_000_000),
+        "recycling": lambda: bench_recycling(10_000 if quick else 100_000, 1 if quick else args.repeat),
         "ramp": lambda: bench_ramp(1 if quick else args.repeat),
         "search": lambda: bench_search(args.repeat, 12 if quick else 40),
         "search_invrs": lambda: bench_search(args.repeat, 8 if quick else 30, "invrs"),

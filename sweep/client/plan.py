@@ -19,6 +19,7 @@ from sweep.model.recipe import LoadedRecipe, Recipe
 from sweep.wire.childconfig import ChildConfig, default_compile_cache
 from sweep.wire.events import LISTED_POINTS, SweepAnnounced
 from sweep.wire.placement import GPUS, TPUS, Placement, thread_budget
+from sweep.wire.recycling import Recycling
 from sweep.wire.task import Limits, PointTask
 from sweep.worker import gpus, tpus
 from sweep.worker.kinds import KINDS, asked
@@ -128,6 +129,11 @@ def placement(recipe: Recipe, k: int | None = None) -> Placement:
     return Placement(k * r.ranks, budget(recipe, k), r.memory, r.gpus, r.ranks, r.tpus)
 
 
+def recycling(recipe: Recipe) -> Recycling:
+    """When the warm children of ``recipe``'s points are replaced (``child.max_jobs``, ``max_rss``)."""
+    return Recycling.of(recipe.child.max_jobs, recipe.child.max_rss)
+
+
 def task_maker(
     loaded: LoadedRecipe, run: str = "", config: ChildConfig | None = None
 ) -> Callable[[tuple[int, ...], Mapping[str, Any]], PointTask]:
@@ -160,8 +166,7 @@ def task_maker(
             retry_memory=r.retry_memory,
             expected=r.expected,
             config=config,
-            max_jobs=recipe.child.max_jobs,
-            max_rss=recipe.child.max_rss,
+            recycling=recycling(recipe),
             run=run,
         )
 

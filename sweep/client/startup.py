@@ -66,7 +66,7 @@ def core_pool(loaded: LoadedRecipe, config: ChildConfig) -> CorePool:
     r = loaded.recipe
     level = logging.getLogger("sweep").getEffectiveLevel()
     # the pool warms what it can: not an MPI world, nor a child of GPUs or TPUs (CorePool.prewarm)
-    warm = Prewarm(plan.placement(r), config, r.child.max_jobs) if r.child.prewarm else None
+    warm = Prewarm(plan.placement(r), config, plan.recycling(r)) if r.child.prewarm else None
     return CorePool(log_level=level, warm=warm)
 
 

@@ -146,7 +146,7 @@ class ChildSettings(_Model):
     cap: bool = True
     compile_cache: str | bool = True
     platforms: str = "cpu"
-    max_jobs: int = Field(500, ge=1)
+    max_jobs: int | None = Field(None, ge=1)  # None: sweep.wire.recycling's default
     max_rss: int | None = Field(None, gt=0)
     env: dict[str, str] = {}
     preflight: bool = True

@@ -15,6 +15,7 @@ from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
 from sweep.wire.placement import Placement
 from sweep.wire.protocol import Saved, Status
+from sweep.wire.recycling import DEFAULT, Recycling
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,6 @@ class PointTask:
     retry_memory: float | None = None  # an attempt after an oom gets this times more memory
     expected: float | None = None  # seconds a point takes (resources.expected), for walltimes
     config: ChildConfig = field(default_factory=ChildConfig)
-    max_jobs: int = 500
-    max_rss: int | None = None
+    recycling: Recycling = DEFAULT
     run: str = ""  # which run of the sweep (a token of the client's): what a cancel stops
     checkpoint: Saved | None = None  # the point's last checkpoint in the store, for restore()

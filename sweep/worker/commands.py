@@ -15,6 +15,7 @@ from sweep import _compat
 from sweep.wire.childconfig import ChildConfig
 from sweep.wire.placement import Placement
 from sweep.wire.protocol import LogChunk, StoppedAttempt
+from sweep.wire.recycling import DEFAULT, Recycling
 
 if TYPE_CHECKING:
     from sweep.worker.pool import CorePool
@@ -52,10 +53,10 @@ class Prewarm:
 
     placement: Placement
     config: ChildConfig
-    max_jobs: int = 500
+    recycling: Recycling = DEFAULT
 
     def apply(self, pool: CorePool) -> int:
-        return pool.prewarm(self.placement, self.config, self.max_jobs)
+        return pool.prewarm(self.placement, self.config, self.recycling)
 
 
 @dataclass(frozen=True)

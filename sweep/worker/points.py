@@ -188,8 +188,8 @@ def _one_kind(tasks: list[PointTask]) -> bool:
     (an MPI point's world serves one job)."""
     first = tasks[0]
     return first.placement.ranks == 1 and all(
-        (t.job, t.config, t.placement, t.limits, t.max_jobs, t.max_rss, t.run)
-        == (first.job, first.config, first.placement, first.limits, first.max_jobs, first.max_rss, first.run)
+        (t.job, t.config, t.placement, t.limits, t.recycling, t.run)
+        == (first.job, first.config, first.placement, first.limits, first.recycling, first.run)
         for t in tasks[1:]
     )
 
@@ -199,7 +199,8 @@ def _first_attempts(
 ) -> dict[int, tuple[PointRecord, PointCheckpoints]]:
     """First attempts at ``tasks`` (positions in the list -> record and checkpoints), run in
     chunks in leased children (:meth:`~sweep.worker.child.Child.run_many`), a chunk at most what
-    the child may serve before it is recycled (``max_jobs``). When a child dies, is killed or
+    the child may serve before it is next checked for recycling
+    (:meth:`~sweep.wire.recycling.Recycling.jobs_left`). When a child dies, is killed or
     must be replaced, the points after its last go to another; the points left out (the run was
     cancelled, or no child could start) have no first attempt yet."""
     first = tasks[0]
@@ -210,12 +211,11 @@ def _first_attempts(
         at = tasks[todo[0]].index
         what = f"sweep {first.sweep} points {at} and on"
         try:
-            lease = pool.lease(
-                first.placement, first.config, first.max_jobs, first.max_rss, what, first.run, at
-            )
+            lease = pool.lease(first.placement, first.config, first.recycling, what, first.run, at)
             with lease as child:
-                chunk = todo[: max(1, first.max_jobs - child.jobs_run)]
-                if child.jobs_run + len(chunk) >= first.max_jobs:
+                age = child.process.age_s()
+                chunk = todo[: first.recycling.jobs_left(child.jobs_run, age)]
+                if first.recycling.due(child.jobs_run + len(chunk), age):
                     pool.replace_soon(child)  # it is recycled after this chunk
                 kept = [_checkpoints(tasks[i], say) for i in chunk]
 
@@ -254,9 +254,7 @@ def _attempt(
     holds them); a child that can't start fails the attempt."""
     try:
         what = f"sweep {task.sweep} point {task.index}"
-        lease = pool.lease(
-            task.placement, task.config, task.max_jobs, task.max_rss, what, task.run, task.index
-        )
+        lease = pool.lease(task.placement, task.config, task.recycling, what, task.run, task.index)
         with lease as child:
             if on_start is not None:
                 on_start(child.cores)

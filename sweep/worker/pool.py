@@ -9,7 +9,8 @@ Each lease comes with a warm :class:`~sweep.worker.child.Child` pinned to exactl
 those cores; when the point ends the child goes back to an idle list keyed by its cores and
 config, and the next point that can take the same cores reuses it (no new ``import jax``).
 
-Children are recycled after ``max_jobs`` jobs, above ``max_rss`` bytes, or when they died;
+Children are recycled as their :class:`~sweep.wire.recycling.Recycling` says (after
+``max_jobs`` jobs, above ``max_rss`` bytes), or when they died;
 an idle child whose cores a new lease needs is closed first, so the live children's core
 sets never overlap. Children are spawned from long-lived threads of the pool (up to one per
 core, at most MAX_SPAWNERS, so that a worker of many cores starts its children at once rather
@@ -28,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -39,6 +41,7 @@ from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
 from sweep.wire.placement import Placement
 from sweep.wire.protocol import PointRecord
+from sweep.wire.recycling import DEFAULT, Recycling
 from sweep.worker import leases
 from sweep.worker.batchjob import batch_job_id
 from sweep.worker.child import Child
@@ -130,8 +133,7 @@ class CorePool(WorkerPlugin):
         self,
         placement: Placement,
         config: ChildConfig,
-        max_jobs: int = 500,
-        max_rss: int | None = None,
+        recycling: Recycling = DEFAULT,
         what: str = "a job",
         owner: str = "",
         point: tuple[int, ...] = (),
@@ -143,7 +145,7 @@ class CorePool(WorkerPlugin):
         Waits while fewer than ``k`` of this worker's cores (or too few device slots) are free
         on the node (held by this worker or by another process of the user); after WAIT_WARN_S
         it logs a warning naming the holders, once. On release the child goes back to the idle
-        list unless it died, has run ``max_jobs`` jobs, or holds more than ``max_rss`` bytes; a
+        list unless it died or ``recycling`` replaces it (:meth:`Recycling.due`, ``max_rss``); a
         GPU child keeps its devices and is reused only when they are free again; a TPU child
         holds its chips while it lives, and serves only points that ask for them.
         """
@@ -177,9 +179,9 @@ class CorePool(WorkerPlugin):
                 self.running.finished(child)
             if device is not None and (child is None or not device.kind.for_life):
                 device.release()  # a child that holds its devices for life releases them as it exits
-            self._give_back(held, child, max_jobs, max_rss)
+            self._give_back(held, child, recycling)
 
-    def prewarm(self, placement: Placement, config: ChildConfig, max_jobs: int = 500) -> int:
+    def prewarm(self, placement: Placement, config: ChildConfig, recycling: Recycling = DEFAULT) -> int:
         """Start a child on each set of ``k`` (``placement.cores``) of this worker's free cores,
         up to ``cores // k`` warm children of ``config``, and have it import jax
         (:func:`sweep.cli.probe.warm`; not for a config whose jobs don't use it) in the
@@ -207,11 +209,11 @@ class CorePool(WorkerPlugin):
             for child in stale:
                 child.close()
             threading.Thread(
-                target=self._warm, args=(held, config, max_jobs), name="sweep-prewarm", daemon=True
+                target=self._warm, args=(held, config, recycling), name="sweep-prewarm", daemon=True
             ).start()
             started += 1
 
-    def _warm(self, held: leases.Held, config: ChildConfig, max_jobs: int) -> None:
+    def _warm(self, held: leases.Held, config: ChildConfig, recycling: Recycling) -> None:
         child: Child | None = None
         try:
             child = self._spawner.submit(Child, held.cores, config).result()
@@ -222,7 +224,7 @@ class CorePool(WorkerPlugin):
         except Exception as exc:  # a child that can't start: the first job will say why
             log.info("warming a child on cores %s: %s", held.cores, exc)
         finally:
-            self._give_back(held, child, max_jobs, None)
+            self._give_back(held, child, replace(recycling, max_rss=None))  # only jax in it yet
 
     def _wait_for_cores(
         self, k: int, config: ChildConfig, what: str, wanted: tuple[str, float] | None = None
@@ -287,21 +289,21 @@ class CorePool(WorkerPlugin):
 
     def replace_soon(self, child: Child) -> None:
         """Start, now, the child that will take the place of ``child``, leased and serving its
-        last jobs before it is recycled (``max_jobs``): spawned on its cores while those jobs
+        last jobs before it is recycled (:meth:`Recycling.due`): spawned on its cores while those jobs
         run, it is idle and ready once ``child`` is given back, which then closes in the
         background. Not for a child holding devices (its replacement needs them free)."""
         if child.devices is None and child.reusable and child.pid not in self._replacements:
             self._replacements[child.pid] = self._spawner.submit(Child, child.cores, child.config)
 
-    def _give_back(self, held: leases.Held, child: Child | None, max_jobs: int, max_rss: int | None) -> None:
+    def _give_back(self, held: leases.Held, child: Child | None, recycling: Recycling) -> None:
         replacement = self._replacements.pop(child.pid, None) if child is not None else None
         keep = (
             child is not None
             and child.reusable
             and child.alive()
             and not child.unrestorable
-            and child.jobs_run < max_jobs
-            and (max_rss is None or child.process.rss() <= max_rss)
+            and not recycling.due(child.jobs_run, child.process.age_s())
+            and (recycling.max_rss is None or child.process.rss() <= recycling.max_rss)
         )
         fresh = None
         if child is not None and not keep:

@@ -66,6 +66,11 @@ class Process:
         self.ps = psutil.Process(self.pid)
         self.started: list[psutil.Process] = []  # the processes it started, at the last scan
         self._scanned = -math.inf
+        self._born = time.monotonic()
+
+    def age_s(self) -> float:
+        """Seconds since the process was started (since this handle was made)."""
+        return time.monotonic() - self._born
 
     def rescan(self) -> None:
         """Forget the processes seen: a new job starts (the last one's are gone)."""

@@ -3,6 +3,8 @@
 import os
 import threading
 import time
+from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from sweep.cluster.clusters import local_cluster, local_cores
 from sweep.model.job import parse_job
 from sweep.wire.childconfig import ChildConfig
 from sweep.wire.placement import Placement
+from sweep.wire.recycling import DEFAULT, Recycling
 from sweep.worker.pool import CorePool
 from tests.helpers import ROOT, job
 
@@ -64,7 +67,7 @@ def test_warm_children_are_reused_by_later_leases(pool):
         pid = first.pid
     with pool.lease(Placement(1), ChildConfig()) as again:
         assert again.pid == pid
-    with pool.lease(Placement(1), ChildConfig(), max_jobs=1) as c:
+    with pool.lease(Placement(1), ChildConfig(), Recycling.of(1, None)) as c:
         c.jobs_run = 1
     with pool.lease(Placement(1), ChildConfig()) as fresh:
         assert fresh.pid != pid  # recycled after max_jobs
@@ -97,8 +100,19 @@ def test_concurrent_one_core_jobs_run_on_disjoint_cores(out):
     assert overlapping >= 1
 
 
+def test_by_default_a_young_child_past_max_jobs_is_kept(pool):
+    with pool.lease(Placement(1), ChildConfig()) as c:
+        c.jobs_run = DEFAULT.max_jobs  # points of milliseconds: 500 of them in under a second
+    with pool.lease(Placement(1), ChildConfig()) as again:
+        assert again.pid == c.pid
+    with pool.lease(Placement(1), ChildConfig(), replace(DEFAULT, min_life_s=0.0)) as c:
+        pass
+    with pool.lease(Placement(1), ChildConfig()) as fresh:
+        assert fresh.pid != c.pid  # lived its minimum: replaced
+
+
 def test_a_child_serving_its_last_jobs_is_replaced_by_one_started_meanwhile(pool):
-    with pool.lease(Placement(1), ChildConfig(), max_jobs=1) as old:
+    with pool.lease(Placement(1), ChildConfig(), Recycling.of(1, None)) as old:
         pool.replace_soon(old)
         assert old.run(job_ref("noop"), {}).status == "done"
     with pool.lease(Placement(1), ChildConfig()) as fresh:
@@ -109,7 +123,7 @@ def test_a_child_serving_its_last_jobs_is_replaced_by_one_started_meanwhile(pool
 
 
 def test_a_replacement_not_needed_is_closed(pool):
-    with pool.lease(Placement(1), ChildConfig(), max_jobs=10) as kept:
+    with pool.lease(Placement(1), ChildConfig(), Recycling.of(10, None)) as kept:
         pool.replace_soon(kept)
         spare = pool._replacements[kept.pid].result()
     pool.teardown()  # waits for the background closes
@@ -217,3 +231,16 @@ def test_a_pool_starts_its_children_at_once_not_one_after_another(tmp_path, monk
         for child in list(pool.running.busy.values()):
             child[2].kill()
         pool.teardown()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("child", [{}, {"max_jobs": 500}])
+def test_a_sweep_of_points_of_milliseconds_recycles_its_children_as_its_recipe_says(client, out, child):
+    # 550 points a core: past 500 jobs in each child. The default keeps a child younger than
+    # MIN_LIFE_S; a max_jobs set in the recipe replaces it after 500 jobs, exactly.
+    points = 550 * local_cores()
+    s = Sweep(job("scaled"), {"zip": {"x": list(range(points))}}, child=child, output=out)
+    ds = s.run(client=client, progress=False)
+    assert (ds["status"] == "done").all()
+    most = max(Counter(ds["pid"].values.tolist()).values())  # points of the busiest child
+    assert most > 500 if not child else most <= 500
