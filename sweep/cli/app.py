@@ -8,7 +8,7 @@ nothing was started and the output was not touched; 3 the store could not be wri
 system full): the points written are kept; 130 interrupted (Ctrl-C): the points written are
 kept. Every error is one line; a rerun resumes. A Ctrl-C that lands where Python would drop
 it, or inside importlib's own code, is delivered again a moment later
-(:mod:`sweep.cli.interrupts`).
+(:mod:`sweep.interrupts`).
 
 SIGPIPE: commands that print and exit (``Command.prints``) die quietly when their reader goes
 away (``sweep status out.zarr | head``). ``submit`` hosts the Dask scheduler and client, whose
@@ -33,11 +33,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sweep import interrupts
 from sweep.child.wholelines import StreamOver
-from sweep.cli import (
-    interrupts,
-    reading,  # noqa: F401  (its commands register themselves)
-)
+from sweep.cli import reading  # noqa: F401  (its commands register themselves)
 from sweep.cli.table import (
     COMMANDS,
     EXIT_INCOMPLETE,

@@ -1,20 +1,27 @@
-"""A Ctrl-C is never lost, and never leaves the import lock held.
+"""A Ctrl-C is never lost, never leaves the import lock held, and never cuts an import in half.
 
-Python raises ``KeyboardInterrupt`` in whatever bytecode runs when SIGINT's handler does. Two
-places make that go wrong while ``sweep submit`` starts (imports of dask, distributed, zarr,
-xarray, some in the store's and the cluster's threads):
+Python raises ``KeyboardInterrupt`` in whatever bytecode runs when SIGINT's handler does. Three
+places make that go wrong while a sweep starts (imports of dask, distributed, zarr, xarray, some
+in the store's and the cluster's threads):
 
 * importlib's own code. Raised between ``_imp.acquire_lock()`` and the ``try`` that releases
   it (in ``_get_module_lock`` and its weakref callback), the exception leaves the global import
   lock held for ever: every other thread that imports then waits on it, and the command hangs,
   even at its exit.
+* A module's body, in a notebook: ``from sweep import Sweep`` interrupted while it imports
+  distributed left a package without its submodules, and the next cell raised
+  ``AttributeError: module 'distributed' has no attribute 'utils'`` or ``RecursionError``
+  until the kernel was restarted.
 * A callback whose exceptions Python ignores (a weakref callback, ``__del__``): the exception
   is printed as "Exception ignored in ..." and dropped, and the sweep ran on to its end and
   exited 0 as if no key had been pressed.
 
-:func:`install` handles both. Its SIGINT handler raises ``KeyboardInterrupt`` as Python's does,
-except in a frame of importlib's frozen code, where it sends SIGINT to the main thread again a
-moment later (:data:`REDELIVER_S`) instead. A :data:`sys.unraisablehook` does the same with a
+:func:`deferred` holds a Ctrl-C back while a block runs (the package's lazy imports,
+:mod:`sweep._lazy`) and raises it, through the handler that was there, as the block ends: the
+import is done whole. :func:`install`, for the ``sweep`` command, handles the other two. Its
+SIGINT handler raises ``KeyboardInterrupt`` as Python's does, except in a frame of importlib's
+frozen code, where it sends SIGINT to the main thread again a moment later
+(:data:`REDELIVER_S`) instead. A :data:`sys.unraisablehook` does the same with a
 ``KeyboardInterrupt`` Python would drop, without printing it; other unraisable exceptions go to
 the hook that was there before. A Ctrl-C so deferred surfaces where the command catches it.
 """
@@ -24,6 +31,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
@@ -53,6 +62,34 @@ def install() -> None:
 
     hook._redelivers_interrupts = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold back a SIGINT that arrives while the block runs, then hand it to the handler that
+    was there as the block ends (Python's raises ``KeyboardInterrupt`` there). Only in the main
+    thread (the one Python runs signal handlers in), only where that handler is Python's or
+    another function (not SIG_IGN or SIG_DFL); nested, the outermost one holds."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or getattr(previous, "_holds", False):
+        yield
+        return
+    held: list[FrameType | None] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append(frame)
+
+    hold._holds = True  # type: ignore[attr-defined]
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            previous(signal.SIGINT, held[0])
 
 
 def on_sigint(signum: int, frame: FrameType | None) -> None:
