@@ -327,9 +327,10 @@ def chatty(x: int, fail: int = -1, y: str = "", die: int = -1) -> dict:
     return {"value": float(x)}
 
 
-def ticker(x: int, n: int = 10, every: float = 0.3, folder: str = "") -> dict:
+def ticker(x: int, n: int = 10, every: float = 0.3, folder: str = "", gate: str = "") -> dict:
     """Prints ``tick i`` n times, ``every`` seconds apart; with ``folder``, its first attempt
-    fails after the ticks (a marker file there says it ran once)."""
+    fails after the ticks (a marker file there says it ran once); with ``gate``, only once the
+    file ``gate`` exists (waiting for it up to 120 s)."""
     for i in range(n):
         print(f"x={x} tick {i} {time.time():.3f}", flush=True)
         time.sleep(every)
@@ -337,6 +338,11 @@ def ticker(x: int, n: int = 10, every: float = 0.3, folder: str = "") -> dict:
         mark = Path(folder) / f"ticker-{x}"
         if not mark.exists():
             mark.touch()
+            deadline = time.monotonic() + 120
+            while gate and not Path(gate).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if gate:
+                print(f"x={x} gate {'open' if Path(gate).exists() else 'shut after 120 s'}", flush=True)
             raise RuntimeError("the first attempt fails")
     return {"value": float(x)}
 

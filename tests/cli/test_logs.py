@@ -77,16 +77,22 @@ def test_logs_where_names_the_axes_on_a_typo(client, tmp_path, capsys):
 @pytest.mark.slow
 def test_logs_follow_streams_a_running_point_through_its_retry(tmp_path):
     """Detached sweep; `sweep logs --follow` of a point printing every 0.3 s shows its lines
-    while it runs (before the point ends), each exactly once, both attempts, then exits 0."""
+    while it runs (before the point ends), each exactly once, both attempts, then exits 0.
+    The point's first attempt ends only once the test has read its last tick through the
+    follower (a gate file): the lines were streamed, whatever the machine's speed."""
     path = tmp_path / "tick.yaml"
     marks = tmp_path / "marks"
     marks.mkdir()
+    gate = tmp_path / "gate"
     out = tmp_path / "tick.zarr"
     path.write_text(
         yaml.safe_dump(
             {
                 "job": f"{JOBS}:ticker",
-                "params": {"grid": {"x": [0, 1]}, "fixed": {"n": 12, "every": 0.3, "folder": str(marks)}},
+                "params": {
+                    "grid": {"x": [0, 1]},
+                    "fixed": {"n": 12, "every": 0.3, "folder": str(marks), "gate": str(gate)},
+                },
                 "resources": {"retries": 1},
                 "cluster": {"dashboard": "127.0.0.1:0"},
                 "output": str(out),
@@ -106,18 +112,17 @@ def test_logs_follow_streams_a_running_point_through_its_retry(tmp_path):
     assert follower.stdout is not None
     lines = []
     for line in follower.stdout:
-        lines.append((time.time(), line.rstrip("\n")))
+        lines.append(line.rstrip("\n"))
+        if "tick 11" in line:  # the first attempt's last tick, read while that attempt waits
+            gate.touch()
     assert follower.wait(timeout=120) == 0
-    ticks = [(t, line) for t, line in lines if "tick" in line]
-    assert [line.split()[2] for _, line in ticks] == [
-        str(i) for i in range(12)
-    ] * 2  # both attempts, in order
-    assert [line for _, line in lines if line.startswith("==>")] == [
+    assert "x=1 gate open" in lines  # the first attempt's lines came while it ran
+    ticks = [line for line in lines if "tick" in line]
+    assert [line.split()[2] for line in ticks] == [str(i) for i in range(12)] * 2  # both attempts, in order
+    assert [line for line in lines if line.startswith("==>")] == [
         f"==> point {pid} attempt 1 <==",
         f"==> point {pid} attempt 2 <==",
     ]
-    # streamed: the first tick was shown well before the point's last tick was printed
-    assert ticks[0][0] < float(ticks[-1][1].split()[3]) - 3.0
     # the point ended; following it again prints what was kept and returns at once
     deadline = time.monotonic() + 120
     while locked(out):
