@@ -96,14 +96,18 @@ def test_other_unraisable_exceptions_still_reach_the_previous_hook(monkeypatch: 
 
     seen = []
     monkeypatch.setattr(sys, "unraisablehook", seen.append)
-    install()
-    install()  # once per process: a second install keeps one hook
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        install()
+        install()  # once per process: a second install keeps one hook
 
-    class Broken:
-        def __del__(self):
-            raise ValueError("in __del__")
+        class Broken:
+            def __del__(self):
+                raise ValueError("in __del__")
 
-    Broken()
+        Broken()
+    finally:
+        signal.signal(signal.SIGINT, handler)  # this test process's own, as it was
     assert [u.exc_type for u in seen] == [ValueError]
 
 
