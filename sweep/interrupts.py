@@ -24,6 +24,8 @@ frozen code, where it sends SIGINT to the main thread again a moment later
 (:data:`REDELIVER_S`) instead. A :data:`sys.unraisablehook` does the same with a
 ``KeyboardInterrupt`` Python would drop, without printing it; other unraisable exceptions go to
 the hook that was there before. A Ctrl-C so deferred surfaces where the command catches it.
+:func:`guarded` puts the importlib rule in front of whatever handler is there while
+``Sweep.run`` runs from Python (a notebook's kernel, a script).
 """
 
 from __future__ import annotations
@@ -64,17 +66,26 @@ def install() -> None:
     sys.unraisablehook = hook
 
 
+def _replaceable(mark: str) -> Any:
+    """The SIGINT handler a block may stand in for: None outside the main thread (the one
+    Python runs signal handlers in), for SIG_IGN or SIG_DFL, or when a block of the same kind
+    (``mark``) already stands in for it."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or getattr(previous, mark, False):
+        return None
+    return previous
+
+
 @contextmanager
 def deferred() -> Iterator[None]:
     """Hold back a SIGINT that arrives while the block runs, then hand it to the handler that
     was there as the block ends (Python's raises ``KeyboardInterrupt`` there). Only in the main
-    thread (the one Python runs signal handlers in), only where that handler is Python's or
-    another function (not SIG_IGN or SIG_DFL); nested, the outermost one holds."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if not callable(previous) or getattr(previous, "_holds", False):
+    thread, only where that handler is Python's or another function (not SIG_IGN or SIG_DFL);
+    nested, the outermost one holds."""
+    previous = _replaceable("_holds")
+    if previous is None:
         yield
         return
     held: list[FrameType | None] = []
@@ -92,12 +103,40 @@ def deferred() -> Iterator[None]:
             previous(signal.SIGINT, held[0])
 
 
-def on_sigint(signum: int, frame: FrameType | None) -> None:
-    """Raise ``KeyboardInterrupt``, unless ``frame`` is importlib's: then :func:`redeliver`."""
-    if frame is not None and frame.f_code.co_filename.startswith(IMPORTLIB_CODE):
-        redeliver()
+@contextmanager
+def guarded() -> Iterator[None]:
+    """While the block runs, a SIGINT landing in importlib's code is sent again a moment later
+    (:func:`redeliver`) instead of reaching the handler that was there, which gets every other
+    one at once: :func:`install`'s rule, for a sweep run from Python (a notebook's kernel
+    interrupts a cell with SIGINT). Only in the main thread, only over a handler that is a
+    function; under :func:`install`'s handler it changes nothing."""
+    previous = _replaceable("_defers")
+    if previous is None:
+        yield
         return
-    raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, out_of_importlib(previous))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def out_of_importlib(handler: Any) -> Any:
+    """A SIGINT handler that calls ``handler``, unless the signal lands in a frame of
+    importlib's code: then :func:`redeliver`."""
+
+    def defer(signum: int, frame: FrameType | None) -> None:
+        if frame is not None and frame.f_code.co_filename.startswith(IMPORTLIB_CODE):
+            redeliver()
+            return
+        handler(signum, frame)
+
+    defer._defers = True  # type: ignore[attr-defined]
+    return defer
+
+
+on_sigint = out_of_importlib(signal.default_int_handler)
+"""Python's SIGINT handler (``KeyboardInterrupt``), except in importlib's code: :func:`redeliver`."""
 
 
 def redeliver() -> None:

@@ -39,27 +39,32 @@ except KeyboardInterrupt:
 """
 
 
-# A SIGINT handled in a frame of importlib's code (here the one that runs a module's body).
+# A SIGINT handled in a frame of importlib's code (here the one that runs a module's body), by
+# the command's handler (install) or by the one a sweep run from Python puts in (guarded).
 IN_IMPORTLIB = """
-import os, signal, sys, tempfile, time
+import contextlib, os, signal, sys, tempfile, time
 from pathlib import Path
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from sweep import interrupts
-interrupts.install()
+if sys.argv[1] == "install":
+    interrupts.install()
 folder = tempfile.mkdtemp()
 Path(folder, "grab.py").write_text("import sys\\nFRAME = sys._getframe(1)\\n")
 sys.path.insert(0, folder)
 from grab import FRAME
 print(FRAME.f_code.co_filename)
+block = interrupts.guarded() if sys.argv[1] == "guarded" else contextlib.nullcontext()
 try:
-    interrupts.on_sigint(signal.SIGINT, FRAME)
-    print("deferred")
-    deadline = time.monotonic() + 1.5
-    while time.monotonic() < deadline:
-        time.sleep(0.01)
-    print("lost")
+    with block:
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, FRAME)
+        print("deferred")
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("lost")
 except KeyboardInterrupt:
     print("delivered")
+print("restored" if signal.getsignal(signal.SIGINT) is signal.default_int_handler else "kept")
 """
 
 
@@ -79,9 +84,11 @@ def test_installed_a_dropped_ctrl_c_is_delivered_again_and_not_printed():
     assert "Exception ignored" not in done.stderr
 
 
-def test_a_ctrl_c_in_importlibs_code_is_deferred_out_of_it_then_delivered():
-    done = _run("-", IN_IMPORTLIB)
-    assert done.stdout.split() == ["<frozen", "importlib._bootstrap>", "deferred", "delivered"], done.stderr
+@pytest.mark.parametrize(("mode", "after"), [("install", "kept"), ("guarded", "restored")])
+def test_a_ctrl_c_in_importlibs_code_is_deferred_out_of_it_then_delivered(mode, after):
+    done = _run(mode, IN_IMPORTLIB)
+    said = ["<frozen", "importlib._bootstrap>", "deferred", "delivered", after]
+    assert done.stdout.split() == said, done.stderr
 
 
 def test_a_ctrl_c_anywhere_else_raises_at_once():

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from distributed import Client
 
+from sweep import interrupts
 from sweep.client import plan
 from sweep.client.execution import Execution, RunOptions
 from sweep.client.progress import SweepProgress
@@ -169,7 +170,8 @@ class Sweep:
         result back (seconds since the call). Each call is one :class:`~sweep.client.execution.Execution`.
         """
         options = RunOptions(force, keep_done, only_failed, progress, on_start, on_store)
-        return self.execution(options, cancel).execute(client)
+        with interrupts.guarded():  # a Ctrl-C in importlib's code would leave its lock held
+            return self.execution(options, cancel).execute(client)
 
     def execution(self, options: RunOptions, cancel: threading.Event | None = None) -> Execution:
         """A new run of this sweep (not started); ``stats``, ``timeline`` and ``progress``
