@@ -12,22 +12,11 @@ many children ran the points.
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
-import sys
-from pathlib import Path
 
-RUN = Path(__file__).resolve().parent / "run.py"
+from scale import in_fresh_process  # benchmarks/scale.py
+
 SET = 500  # the child.max_jobs of the baseline: the default's count, kept exactly
-
-
-def _one(points: int, max_jobs: int | None) -> dict:
-    args = [sys.executable, str(RUN), "--scale-child", str(points)]
-    if max_jobs is not None:
-        args += ["--max-jobs", str(max_jobs)]
-    out = subprocess.run(args, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def bench_recycling(points: int, repeat: int) -> dict:
@@ -35,8 +24,8 @@ def bench_recycling(points: int, repeat: int) -> dict:
     ``max_jobs: 500``, their ratio and the children each used."""
     runs: dict[str, list[dict]] = {"default": [], "max_jobs_500": []}
     for _ in range(repeat):
-        runs["default"].append(_one(points, None))
-        runs["max_jobs_500"].append(_one(points, SET))
+        runs["default"].append(in_fresh_process(points))
+        runs["max_jobs_500"].append(in_fresh_process(points, SET))
     walls = {k: [r["wall_s"] for r in v] for k, v in runs.items()}
     med = {k: statistics.median(v) for k, v in walls.items()}
     return {

@@ -15,7 +15,6 @@ import json
 import math
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from outputs import bench_outputs  # noqa: E402  (benchmarks/outputs.py)
 from ramp import bench_ramp  # noqa: E402  (benchmarks/ramp.py)
 from recycling import bench_recycling  # noqa: E402  (benchmarks/recycling.py)
 from recycling import row as recycling_row  # noqa: E402
+from scale import in_fresh_process  # noqa: E402  (benchmarks/scale.py)
 
 from sweep import Sweep  # noqa: E402
 from sweep.cluster.clusters import local_cluster, local_cores  # noqa: E402
@@ -436,13 +436,7 @@ def bench_scale(points: int, repeat: int) -> dict:
     runs: dict[int, list[dict]] = {points // 10: [], points: []}
     for _ in range(repeat):
         for n in runs:
-            out = subprocess.run(
-                [sys.executable, str(Path(__file__)), "--scale-child", str(n)],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            runs[n].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            runs[n].append(in_fresh_process(n))
     small, big = ({k: statistics.median(r[k] for r in runs[n]) for k in runs[n][0]} for n in runs)
     return {
         **big,
@@ -456,38 +450,8 @@ def bench_scale(points: int, repeat: int) -> dict:
 def bench_million(points: int) -> dict:
     """One sweep of ``points`` no-op points (1,000,000; ~10 minutes here, so run once) in a
     process of its own: its wall and the client's peak RSS."""
-    out = subprocess.run(
-        [sys.executable, str(Path(__file__)), "--scale-child", str(points)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = in_fresh_process(points)
     return {**r, "per_point_ms": 1e3 * r["wall_s"] / r["points"]}
-
-
-def scale_child(points: int, max_jobs: int | None = None) -> None:
-    child = {} if max_jobs is None else {"max_jobs": max_jobs}
-    with cluster() as c, Client(c) as client, tempfile.TemporaryDirectory() as tmp:
-        s = Sweep(f"{JOBS}:noop", {"zip": {"i": list(range(points))}}, child=child, output=f"{tmp}/o.zarr")
-        ds = s.run(client=client, progress=False)
-        done = int((ds["status"] == "done").sum())
-        children = len(set(ds["pid"].values.tolist()))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    wall, store = s.stats["wall_s"], s.stats["store_s"]
-    print(
-        json.dumps(
-            {
-                "points": points,
-                "done": done,
-                "wall_s": wall,
-                "client_peak_rss_mb": rss / 2**20,
-                "store_s": store,
-                "store_share": store / wall,
-                "children": children,
-            }
-        )
-    )
 
 
 def _split_row(name: str, r: dict) -> str:
@@ -654,12 +618,7 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="fewer jobs and points (a smoke run)")
     p.add_argument("--only", nargs="*", default=None, help=" ".join(ALL + OPTIONAL))
     p.add_argument("--json", type=Path, default=HERE / "results.json")
-    p.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--max-jobs", type=int, help=argparse.SUPPRESS)  # of --scale-child
     args = p.parse_args()
-    if args.scale_child:
-        scale_child(args.scale_child, args.max_jobs)
-        return 0
     # children start from the package's bytecode, as from any installed copy; where
     # PYTHONDONTWRITEBYTECODE is set (this machine), the caches of a changed checkout stay stale
     # and every child start would compile those modules again
