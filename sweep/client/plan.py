@@ -153,6 +153,7 @@ def task_maker(
         checkpoint_bytes=r.checkpoint_bytes,
     )
     config = config or child_config(recipe)
+    recycled = recycling(recipe)
 
     def make(index: tuple[int, ...], params: Mapping[str, Any]) -> PointTask:
         return PointTask(
@@ -166,7 +167,7 @@ def task_maker(
             retry_memory=r.retry_memory,
             expected=r.expected,
             config=config,
-            recycling=recycling(recipe),
+            recycling=recycled,
             run=run,
         )
 
