@@ -79,11 +79,16 @@ def optimize(
     n_design: int = 80,
     report_every: int = 0,
     checkpoint_every: int = 10,
+    keep_best: bool = False,
 ):
     """Optimise the stack for one (wavelength, beta, seed); returns objective and design.
 
     With ``report_every`` > 0 the objective is sent with ``sweep.report`` every that many
-    steps (a search's pruner watches it). Every ``checkpoint_every`` steps (0: never) the
+    steps (a search's pruner watches it). ``keep_best=True`` keeps the best design seen, as a
+    designer would: ``objective`` and ``design`` are then the best step's, ``best_objective``
+    (the highest objective so far, per step) is returned and reported beside ``objective``.
+    Adam's objective jumps as the design locks onto a resonance and off it again; the best
+    so far does not fall, and a pruner can compare it. Every ``checkpoint_every`` steps (0: never) the
     optimiser's state is saved with ``sweep.checkpoint``; an attempt that follows a killed or
     timed-out one goes on from there (``sweep.restore``) and ends with the same design."""
     import jax
@@ -101,22 +106,40 @@ def optimize(
         latent = 0.5 * jax.random.normal(jax.random.PRNGKey(seed), (n_design,))
         m = v = jnp.zeros(n_design)
         history, start = [], 1
+        best_value, best = -jnp.inf, latent
     else:
         latent, m, v = (jnp.asarray(a) for a in saved["adam"])
         history, start = list(saved["history"]), saved["t"] + 1
+        best_value, best = saved.get("best", (-np.inf, saved["adam"][0]))
     for t in range(start, steps + 1):
+        scored = latent  # the step's value is this design's, before Adam moves it
         latent, m, v, value = step(latent, m, v, t, k0, beta, eps_max, reference, lr)
         history.append(value)
+        if keep_best:  # on the device: no wait for the step to finish
+            best = jnp.where(value > best_value, scored, best)
+            best_value = jnp.maximum(value, best_value)
         if report_every and t % report_every == 0:
-            sweep.report(step=t, objective=float(value))
+            reported = {"best_objective": float(best_value)} if keep_best else {}
+            sweep.report(step=t, objective=float(value), **reported)
         if checkpoint_every and t % checkpoint_every == 0 and t < steps:
-            adam = tuple(np.asarray(a) for a in (latent, m, v))
-            sweep.checkpoint({"t": t, "adam": adam, "history": [float(h) for h in history]})
-    eps = permittivity(latent, beta, eps_max)[(n - n_design) // 2 :][:n_design]
+            state = {
+                "t": t,
+                "adam": tuple(np.asarray(a) for a in (latent, m, v)),
+                "history": [float(h) for h in history],
+            }
+            if keep_best:
+                state["best"] = (float(best_value), np.asarray(best))
+            sweep.checkpoint(state)
     history = np.asarray(jax.block_until_ready(jnp.stack(history)))
+    iteration = {"dims": ["iteration"], "coords": {"iteration": np.arange(1, steps + 1)}}
+    out = {"objective": float(history[-1])}
+    if keep_best:
+        latent, out["objective"] = best, float(history.max())
+        out["best_objective"] = xr.DataArray(np.maximum.accumulate(history), **iteration)
+    eps = permittivity(latent, beta, eps_max)[(n - n_design) // 2 :][:n_design]
     return {
-        "objective": float(history[-1]),
-        "history": xr.DataArray(history, dims=["iteration"], coords={"iteration": np.arange(1, steps + 1)}),
+        **out,
+        "history": xr.DataArray(history, **iteration),
         "design": xr.DataArray(np.asarray(eps), dims=["x"], coords={"x": np.asarray(x)}),
     }
 

@@ -184,13 +184,22 @@ def test_a_killed_driver_resumes_from_the_stored_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_quickstart_job_resumed_from_a_checkpoint_ends_as_an_uninterrupted_run():
-    whole, resumed = run_then_resume(
-        f"{ROOT / 'recipes' / 'jobs' / 'fdfd.py'}:optimize", {"steps": 20, "checkpoint_every": 5}, 2
-    )
+@pytest.mark.parametrize(
+    "extra, since, compared",
+    [
+        ({}, 2, ("objective", "history", "design")),
+        # at this rate the objective peaks at step 11 and falls after (measured): the best
+        # design must come back from checkpoint 3 (step 15)
+        ({"lr": 0.5, "keep_best": True}, 3, ("objective", "history", "design", "best_objective")),
+    ],
+)
+def test_the_quickstart_job_resumed_from_a_checkpoint_ends_as_an_uninterrupted_run(extra, since, compared):
+    job, params = f"{ROOT / 'recipes' / 'jobs' / 'fdfd.py'}:optimize", {"steps": 20, "checkpoint_every": 5}
+    whole, resumed = run_then_resume(job, {**params, **extra}, since)
     assert whole.status == resumed.status == "done", whole.error + resumed.error
-    assert whole.checkpoints == 3 and resumed.resumed_from == 2 and resumed.checkpoints == 1
-    for name in ("objective", "history", "design"):
+    assert whole.checkpoints == 3 and resumed.resumed_from == since
+    assert resumed.checkpoints == 3 - since  # those after the one it resumed from
+    for name in compared:
         np.testing.assert_array_equal(whole.outputs[name].values, resumed.outputs[name].values)
 
 
