@@ -10,13 +10,19 @@ continuous axes and its objective reported at every step it may be pruned at:
 * ``invrs``: invrs-gym's lightweight waveguide bend with Adam (``recipes/jobs/invrs.py:optimize``,
   ``optimizer: adam``), ``learning_rate`` and ``beta`` searched, the loss reported every step;
 * ``invrs_best``: the same, each trial keeping its best design (``keep_best: true``): pruned on
-  the best loss so far (``best_loss``), judged by the best design's loss.
+  the best loss so far (``best_loss``), judged by the best design's loss;
+* ``cavity_best``: the cavity with Adam's settings fixed and the device's own searched
+  (``eps_max``, the material's contrast, and ``wavelength``), each trial keeping its best
+  design: pruned on the highest objective so far (``best_objective``), judged by the best
+  design's objective. Which material and wavelength make the strongest cavity shows early.
 
 Each repeat uses its own seed, the same for every contender.
 
 * ``sweep`` TPE + ASHA and ``sweep`` random search (no pruning), same ``n_trials``: the
   CPU-seconds each spends until it first reaches the random search's best objective (trials
   in the order they ended; a trial's CPU time is its child's, pruned trials included).
+* Where the workload says ``pruner_alone``, random search with ASHA too: the same draws as
+  the random search, so what it saves is the pruner's alone, the sampler's part left out.
 * How well the workload's early objective ranks its final one, from the random search's trials
   (all run to the end): the Spearman rank correlation between the objective after 10%, 20% and
   50% of the steps and the final objective, per seed. Pruning can only pay where it is high.
@@ -78,6 +84,7 @@ class Workload:
     step_dim: str
     metric: str
     asha: dict[str, int]
+    pruner_alone: bool = False  # also run random search with ASHA: what pruning alone saves
 
     @property
     def sign(self) -> float:
@@ -115,6 +122,16 @@ WORKLOADS["invrs_best"] = replace(
     fixed={**WORKLOADS["invrs"].fixed, "keep_best": True},
     history="best_loss",
     metric="best_loss",
+)
+WORKLOADS["cavity_best"] = replace(
+    WORKLOADS["cavity"],
+    fixed={"seed": 0, "steps": STEPS, "n": 480, "n_design": 160, "lr": 0.1, "beta": 4.0}
+    | {"report_every": 1, "keep_best": True},
+    axes={"eps_max": [2.0, 12.0], "wavelength": [0.8, 1.2]},
+    history="best_objective",
+    metric="best_objective",
+    asha={"min_resource": STEPS // 5, "reduction_factor": 3},
+    pruner_alone=True,
 )
 
 
@@ -280,17 +297,22 @@ def bench_search(repeat: int, n_trials: int, workload: str = "cavity", ray_too: 
     ``cpu_to_random_best_ratio``: TPE + ASHA's CPU-seconds until it reached random search's best
     over random's until it found it; ``cpu_over_random_total``: the same over all of random's."""
     w = WORKLOADS[workload]
-    runs: dict[str, list[dict[str, Any]]] = {"tpe_asha": [], "random": [], "ray": []}
-    ratios, of_total, ranks = [], [], []
+    runs: dict[str, list[dict[str, Any]]] = {"tpe_asha": [], "random": [], "ray": [], "random_asha": []}
+    ratios: dict[str, list[float]] = {"tpe_asha": [], "random_asha": []}
+    of_total: dict[str, list[float]] = {"tpe_asha": [], "random_asha": []}
+    ranks = []
     for seed in range(repeat):
-        tpe = run_sweep_search(w, "tpe", True, n_trials, seed)
+        pruned = {"tpe_asha": run_sweep_search(w, "tpe", True, n_trials, seed)}
+        if w.pruner_alone:
+            pruned["random_asha"] = run_sweep_search(w, "random", True, n_trials, seed)
         rnd = run_sweep_search(w, "random", False, n_trials, seed)
         target = w.sign * rnd["best"]
-        spent = cpu_until(tpe["trials"], target)
-        ratios.append(spent / cpu_until(rnd["trials"], target))
-        of_total.append(spent / rnd["cpu_s"])
+        for name, run in pruned.items():
+            spent = cpu_until(run["trials"], target)
+            ratios[name].append(spent / cpu_until(rnd["trials"], target))
+            of_total[name].append(spent / rnd["cpu_s"])
         ranks.append(early_ranks(rnd["histories"], rnd["finals"]))
-        for name, run in (("tpe_asha", tpe), ("random", rnd)):
+        for name, run in (*pruned.items(), ("random", rnd)):
             runs[name].append({k: v for k, v in run.items() if k not in ("trials", "histories", "finals")})
         ray_run = run_ray(n_trials, seed) if ray_too and workload == "cavity" else None
         if ray_run is not None:
@@ -303,14 +325,18 @@ def bench_search(repeat: int, n_trials: int, workload: str = "cavity", ray_too: 
         "workload": workload,
         "n_trials": n_trials,
         "asha": w.asha,
-        "cpu_to_random_best_ratio": statistics.median(ratios),
-        "ratios": ratios,
-        "cpu_over_random_total": statistics.median(of_total),
-        "over_random_total": of_total,
+        "cpu_to_random_best_ratio": statistics.median(ratios["tpe_asha"]),
+        "ratios": ratios["tpe_asha"],
+        "cpu_over_random_total": statistics.median(of_total["tpe_asha"]),
+        "over_random_total": of_total["tpe_asha"],
         "spearman": {f: statistics.median(r[f] for r in ranks) for f in ranks[0]},
         "spearman_runs": ranks,
         "runs": runs,
     }
+    if w.pruner_alone:
+        out["random_asha_cpu_to_random_best_ratio"] = statistics.median(ratios["random_asha"])
+        out["random_asha_ratios"] = ratios["random_asha"]
+        out["random_asha_over_random_total"] = statistics.median(of_total["random_asha"])
     for name in runs:
         for key in ("wall_s", "best", "peak_threads", "pruned"):
             out[f"{name}_{key}"] = med(name, key)

@@ -566,7 +566,7 @@ def table(results: dict) -> str:
             f"{r['slots']} child starts of {r['child_start_cpu_s'] * 1000:.0f} ms CPU on this machine's "
             f"cores take {r['start_floor_s']:.1f} s at least) | <= 1.15x raw Dask; all busy <= 5 s |"
         )
-    for key in ("search", "search_invrs", "search_invrs_best"):
+    for key in ("search", "search_cavity_best", "search_invrs", "search_invrs_best"):
         a = results.get(key)
         if a:
             lines.append(_search_row(a))
@@ -591,6 +591,11 @@ def _search_row(a: dict) -> str:
         )
     elif workload == "cavity":
         ray = "; Ray Tune not run (needs root, unshare, ip)"
+    if "random_asha_cpu_to_random_best_ratio" in a:  # the pruner alone, on random search's draws
+        ray += (
+            f"; random search + ASHA {100 * a['random_asha_cpu_to_random_best_ratio']:.0f}% "
+            f"({100 * a['random_asha_over_random_total']:.0f}% of all), {a['random_asha_pruned']:.0f} pruned"
+        )
     ranks = ", ".join(f"{100 * float(f):.0f}% {r:.2f}" for f, r in a.get("spearman", {}).items())
     return (
         f"| search, {a['n_trials']} trials of the {workload} | TPE + ASHA reaches "
@@ -606,7 +611,7 @@ def _search_row(a: dict) -> str:
 ALL = [
     "threads", "first_result", "compile_heavy", "efficiency", "invrs", "affinity", "auto_threads",
     "auto_threads_long", "overhead",
-    "scale", "million", "recycling", "ramp", "search", "search_invrs", "outputs",
+    "scale", "million", "recycling", "ramp", "search", "search_cavity_best", "search_invrs", "outputs",
 ]  # fmt: skip
 # run only when named (--only): a variant of search_invrs, 36 minutes of this machine
 OPTIONAL = ["search_invrs_best"]
@@ -660,6 +665,7 @@ def main() -> int:
         "recycling": lambda: bench_recycling(10_000 if quick else 100_000, 1 if quick else args.repeat),
         "ramp": lambda: bench_ramp(1 if quick else args.repeat),
         "search": lambda: bench_search(args.repeat, 12 if quick else 40),
+        "search_cavity_best": lambda: bench_search(args.repeat, 12 if quick else 40, "cavity_best"),
         "search_invrs": lambda: bench_search(args.repeat, 8 if quick else 30, "invrs"),
         "search_invrs_best": lambda: bench_search(args.repeat, 8 if quick else 30, "invrs_best"),
         "outputs": outputs,
