@@ -295,7 +295,8 @@ def ray_search(n_trials: int, seed: int) -> dict[str, Any]:
 def bench_search(repeat: int, n_trials: int, workload: str = "cavity", ray_too: bool = True) -> dict:
     """Medians over ``repeat`` seeds of one of :data:`WORKLOADS`; see the module docstring.
     ``cpu_to_random_best_ratio``: TPE + ASHA's CPU-seconds until it reached random search's best
-    over random's until it found it; ``cpu_over_random_total``: the same over all of random's."""
+    over random's until it found it; ``cpu_over_random_total``: the same over all of random's;
+    ``random_asha_*``: the same of random search + ASHA, where the workload asks for it."""
     w = WORKLOADS[workload]
     runs: dict[str, list[dict[str, Any]]] = {"tpe_asha": [], "random": [], "ray": [], "random_asha": []}
     ratios: dict[str, list[float]] = {"tpe_asha": [], "random_asha": []}

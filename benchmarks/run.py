@@ -583,16 +583,16 @@ def table(results: dict) -> str:
 def _search_row(a: dict) -> str:
     """The table's row for one adaptive search workload (benchmarks/adaptive.py)."""
     workload = a.get("workload", "cavity")
-    ray = ""  # Ray Tune runs beside the cavity only
+    beside = ""  # Ray Tune runs beside the cavity only; random + ASHA where asked
     if a["runs"]["ray"]:
-        ray = (
+        beside = (
             f"; Ray Tune (OptunaSearch + ASHA) {a['ray_wall_s']:.1f} s, best {a['ray_best']:.1f}, "
             f"peak threads {a['ray_peak_threads']:.0f} a trial process"
         )
     elif workload == "cavity":
-        ray = "; Ray Tune not run (needs root, unshare, ip)"
+        beside = "; Ray Tune not run (needs root, unshare, ip)"
     if "random_asha_cpu_to_random_best_ratio" in a:  # the pruner alone, on random search's draws
-        ray += (
+        beside += (
             f"; random search + ASHA {100 * a['random_asha_cpu_to_random_best_ratio']:.0f}% "
             f"({100 * a['random_asha_over_random_total']:.0f}% of all), {a['random_asha_pruned']:.0f} pruned"
         )
@@ -603,7 +603,7 @@ def _search_row(a: dict) -> str:
         f"until then ({100 * a.get('cpu_over_random_total', math.nan):.0f}% of all of them); sweep "
         f"TPE + ASHA {a['tpe_asha_wall_s']:.1f} s, best {a['tpe_asha_best']:.4g} (random "
         f"{a['random_best']:.4g}), {a['tpe_asha_pruned']:.0f} pruned, peak threads "
-        f"{a['tpe_asha_peak_threads']:.0f}{ray}; early objective vs final, Spearman at {ranks or 'n/a'} "
+        f"{a['tpe_asha_peak_threads']:.0f}{beside}; early objective vs final, Spearman at {ranks or 'n/a'} "
         "| <= 50%; no slower than Ray, fewer threads |"
     )
 
