@@ -117,7 +117,7 @@ def optimize(
         history.append(value)
         if keep_best:  # on the device: no wait for the step to finish
             best = jnp.where(value > best_value, scored, best)
-            best_value = jnp.maximum(value, best_value)
+            best_value = jnp.fmax(value, best_value)
         if report_every and t % report_every == 0:
             reported = {"best_objective": float(best_value)} if keep_best else {}
             sweep.report(step=t, objective=float(value), **reported)
@@ -134,8 +134,8 @@ def optimize(
     iteration = {"dims": ["iteration"], "coords": {"iteration": np.arange(1, steps + 1)}}
     out = {"objective": float(history[-1])}
     if keep_best:
-        latent, out["objective"] = best, float(history.max())
-        out["best_objective"] = xr.DataArray(np.maximum.accumulate(history), **iteration)
+        latent, out["objective"] = best, float(best_value)  # the design's own, NaN steps skipped
+        out["best_objective"] = xr.DataArray(np.fmax.accumulate(history), **iteration)
     eps = permittivity(latent, beta, eps_max)[(n - n_design) // 2 :][:n_design]
     return {
         **out,
