@@ -88,9 +88,11 @@ def optimize(
     designer would: ``objective`` and ``design`` are then the best step's, ``best_objective``
     (the highest objective so far, per step) is returned and reported beside ``objective``.
     Adam's objective jumps as the design locks onto a resonance and off it again; the best
-    so far does not fall, and a pruner can compare it. Every ``checkpoint_every`` steps (0: never) the
-    optimiser's state is saved with ``sweep.checkpoint``; an attempt that follows a killed or
-    timed-out one goes on from there (``sweep.restore``) and ends with the same design."""
+    so far does not fall, and a pruner can compare it.
+
+    Every ``checkpoint_every`` steps (0: never) the optimiser's state (and the best design) is
+    saved with ``sweep.checkpoint``; an attempt that follows a killed or timed-out one goes on
+    from there (``sweep.restore``) and ends with the same design."""
     import jax
     import jax.numpy as jnp
     import numpy as np
