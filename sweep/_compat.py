@@ -38,6 +38,20 @@ def start_zarr_io_threads(n: int) -> None:
         pass
 
 
+def text_dtype() -> Any:
+    """The NumPy dtype xarray takes as variable-length text: object, its metadata naming the
+    element type ``str``.
+
+    Relies on: ``xarray.coding.strings.check_vlen_dtype`` reading that metadata, and
+    ``xarray.backends.common.ensure_dtype_not_object`` leaving such a variable as it is.
+    A plain object dtype makes xarray compute a lazy array to infer its type, on the default
+    distributed client if there is one: a store's skeleton would wait for a worker.
+    """
+    import numpy as np
+
+    return np.dtype("O", metadata={"element_type": str})
+
+
 def jobqueue_parameters(cls: type) -> frozenset[str]:
     """Every keyword a dask-jobqueue cluster class ``cls`` accepts.
 

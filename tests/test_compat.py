@@ -169,3 +169,21 @@ def test_the_environment_snapshot_sees_every_change_made_through_os_environ(monk
     assert {os.fsdecode(k): os.fsdecode(v) for k, v in after.items()} == dict(os.environ)
     monkeypatch.delenv("SWEEP_COMPAT_PROBE")
     assert _compat.environ_snapshot() == before
+
+
+def test_text_dtype_is_xarrays_variable_length_text_and_leaves_a_lazy_array_uncomputed():
+    import dask.array as da
+    import xarray as xr
+    from xarray.backends.common import ensure_dtype_not_object
+    from xarray.coding.strings import check_vlen_dtype
+    from xarray.coding.variables import SerializationWarning
+
+    dtype = _compat.text_dtype()
+    assert check_vlen_dtype(dtype) is str
+    lazy = da.full((3,), "", dtype=dtype, chunks=2)
+    assert check_vlen_dtype(lazy.dtype) is str  # dask keeps the metadata
+    var = xr.Variable(("p",), lazy)
+    assert ensure_dtype_not_object(var, "p").data is lazy  # untouched: nothing computed
+    plain = xr.Variable(("p",), da.full((3,), "", dtype=object, chunks=2))
+    with pytest.warns(SerializationWarning, match="loaded into memory"):  # what it avoids
+        assert not isinstance(ensure_dtype_not_object(plain, "p").data, da.Array)

@@ -21,6 +21,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from sweep import provenance
+from sweep._compat import text_dtype
 from sweep.store import checkpoints, integrity, layout
 from sweep.store.errors import StoreFull
 from sweep.store.layout import ADDING, LOGS, METADATA, NOT_DATA
@@ -221,7 +222,7 @@ def _record_vars(
     for name in names:
         var = RECORD_VARS[name]
         text = var.dtype is str
-        values, encoding[name] = _unset(shape, var.fill, object if text else var.dtype)
+        values, encoding[name] = _unset(shape, var.fill, text_dtype() if text else var.dtype)
         if text and text_in_memory:
             values = np.full(shape, var.fill, dtype=object)
         data_vars[name] = (dims, values, dict(var.attrs))
@@ -230,7 +231,8 @@ def _record_vars(
 
 def _unset(shape: tuple[int, ...], fill: Any, dtype: Any) -> tuple[Any, dict[str, Any]]:
     """A per-point variable of the sweep's ``shape``, all ``fill``, lazy (``to_zarr(compute=False)``
-    writes none of its chunks), and its encoding."""
+    writes none of its chunks), and its encoding. Text is of :func:`sweep._compat.text_dtype`:
+    xarray computes nothing to type it, on no cluster."""
     import dask.array as da
 
     chunks = _chunks(shape, POINTS_PER_CHUNK)
@@ -266,7 +268,7 @@ def _build(path: Path, loaded: Any, fingerprint: str) -> None:
     dims, shape = space.dims, space.shape
     data_vars, encoding = _record_vars(list(RECORD_VARS), tuple(dims), tuple(shape))
     coords = {n: (d, v.astype(object) if v.dtype.kind in "OUS" else v) for n, (d, v) in space.coords.items()}
-    ids, encoding["point_id"] = _unset(tuple(shape), "", object)
+    ids, encoding["point_id"] = _unset(tuple(shape), "", text_dtype())
     coords["point_id"] = (dims, ids)  # written by _write_point_ids
     ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update(

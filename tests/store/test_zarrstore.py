@@ -2,6 +2,7 @@
 
 import json
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -264,3 +265,24 @@ def test_a_reader_never_sees_a_per_point_variable_half_added_to_an_older_store(o
         pass
     assert any("peak_gpu_memory" not in names for names in seen)
     assert "peak_gpu_memory" in open_results(out).data_vars
+
+
+def test_a_new_store_computes_nothing_on_a_default_client_with_no_worker(out):
+    """Made while a distributed client is the default (the run's own cluster starting beside
+    the store, or a batch cluster whose jobs are still queued), the skeleton sent its text
+    variables to that cluster to be computed, and waited for a worker to run them."""
+    from distributed import Client, LocalCluster
+
+    made = threading.Event()
+
+    def make():
+        with Store.open(out, loaded(out)):
+            made.set()
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster, Client(cluster):
+        maker = threading.Thread(target=make, daemon=True)
+        maker.start()
+        maker.join(60)  # a store of 6 points is made in well under a second
+        tasks = cluster.scheduler.transition_counter
+    maker.join(30)  # with the defect, closing the client ends the wait
+    assert made.is_set() and tasks == 0
