@@ -58,14 +58,8 @@ JOBS = Path(__file__).resolve().parent.parent / "recipes" / "jobs"
 FDFD = JOBS / "fdfd.py"
 STEPS = 120
 REPORT_EVERY = 10
-FIXED = {
-    "wavelength": 1.0,
-    "seed": 0,
-    "steps": STEPS,
-    "n": 480,
-    "n_design": 160,
-    "report_every": REPORT_EVERY,
-}
+CAVITY = {"seed": 0, "steps": STEPS, "n": 480, "n_design": 160}  # both cavity workloads' size
+FIXED = {**CAVITY, "wavelength": 1.0, "report_every": REPORT_EVERY}
 AXES = {"beta": [1.0, 16.0], "lr": {"low": 0.01, "high": 0.5, "log": True}, "eps_max": [2.0, 12.0]}
 ASHA = {"min_resource": 60, "reduction_factor": 2}  # see benchmarks/README.md: early values mislead
 
@@ -125,8 +119,7 @@ WORKLOADS["invrs_best"] = replace(
 )
 WORKLOADS["cavity_best"] = replace(
     WORKLOADS["cavity"],
-    fixed={"seed": 0, "steps": STEPS, "n": 480, "n_design": 160, "lr": 0.1, "beta": 4.0}
-    | {"report_every": 1, "keep_best": True},
+    fixed={**CAVITY, "lr": 0.1, "beta": 4.0, "report_every": 1, "keep_best": True},
     axes={"eps_max": [2.0, 12.0], "wavelength": [0.8, 1.2]},
     history="best_objective",
     metric="best_objective",
