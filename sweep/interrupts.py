@@ -33,7 +33,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -79,27 +79,40 @@ def _replaceable(mark: str) -> Any:
 
 
 @contextmanager
+def _standing_in(mark: str, stand_in: Callable[[Any], Any]) -> Iterator[Any]:
+    """While the block runs, SIGINT is handled by ``stand_in(previous)`` (marked ``mark``),
+    then by the handler ``previous`` that was there again; yields ``previous``, or None where
+    none may be stood in for (:func:`_replaceable`): then nothing changes."""
+    previous = _replaceable(mark)
+    if previous is None:
+        yield None
+        return
+    handler = stand_in(previous)
+    setattr(handler, mark, True)
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield previous
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
 def deferred() -> Iterator[None]:
     """Hold back a SIGINT that arrives while the block runs, then hand it to the handler that
     was there as the block ends (Python's raises ``KeyboardInterrupt`` there). Only in the main
     thread, only where that handler is Python's or another function (not SIG_IGN or SIG_DFL);
     nested, the outermost one holds."""
-    previous = _replaceable("_holds")
-    if previous is None:
-        yield
-        return
     held: list[FrameType | None] = []
 
     def hold(signum: int, frame: FrameType | None) -> None:
         held.append(frame)
 
-    hold._holds = True  # type: ignore[attr-defined]
-    signal.signal(signal.SIGINT, hold)
+    previous = None
     try:
-        yield
+        with _standing_in("_holds", lambda _: hold) as previous:
+            yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if held:
+        if held and previous is not None:
             previous(signal.SIGINT, held[0])
 
 
@@ -110,15 +123,8 @@ def guarded() -> Iterator[None]:
     one at once: :func:`install`'s rule, for a sweep run from Python (a notebook's kernel
     interrupts a cell with SIGINT). Only in the main thread, only over a handler that is a
     function; under :func:`install`'s handler it changes nothing."""
-    previous = _replaceable("_defers")
-    if previous is None:
+    with _standing_in("_defers", out_of_importlib):
         yield
-        return
-    signal.signal(signal.SIGINT, out_of_importlib(previous))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def out_of_importlib(handler: Any) -> Any:
@@ -131,7 +137,7 @@ def out_of_importlib(handler: Any) -> Any:
             return
         handler(signum, frame)
 
-    defer._defers = True  # type: ignore[attr-defined]
+    defer._defers = True  # type: ignore[attr-defined]  # install's handler: guarded() keeps it
     return defer
 
 
