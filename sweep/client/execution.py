@@ -29,6 +29,7 @@ from sweep.client import checks, plan, search, startup
 from sweep.client.listeners.base import Listener, Run
 from sweep.client.listeners.checkpoints import RunCheckpoints
 from sweep.client.listeners.driverstate import DriverStateListener
+from sweep.client.listeners.fit import FitListener
 from sweep.client.listeners.learned import LearnedListener
 from sweep.client.listeners.pinning import PinningListener
 from sweep.client.listeners.progress import ProgressListener
@@ -201,7 +202,7 @@ class Execution:
             study = self._study()
             listeners: list[Listener] = [ProgressListener(bar), saved, DriverStateListener(self.output, bar)]
             listeners += [study] if study is not None else []
-            listeners += [LearnedListener(), PinningListener()]
+            listeners += [LearnedListener(), PinningListener(), FitListener()]
             make = plan.task_maker(self.loaded, token, self._config)
             tasks = (
                 study.tasks(sorted(todo), make)

@@ -108,6 +108,7 @@ class Window:
         self.auto = auto
         self._auto_cores = auto_cores
         self._cores: list[int] = []  # the threads each worker offers, at the last count
+        self.offers: list[dict[str, float]] = []  # each worker's resources, at the last count
 
     def slots(self, threads: int) -> int:
         """How many jobs of ``threads`` cores (and the memory each asks) the cluster's workers
@@ -115,7 +116,7 @@ class Window:
         count, when = self._slots
         if time.monotonic() - when >= self._every:
             workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
-            offers = [w.get("resources", {}) for w in workers]
+            self.offers = offers = [w.get("resources", {}) for w in workers]
             self._offered = [int(o[memory.RESOURCE]) for o in offers if memory.RESOURCE in o]
             self._cores = [int(o.get("threads", 0)) for o in offers]
             ask = self._ask()
@@ -134,6 +135,11 @@ class Window:
     def _ask(self) -> int | None:
         """The memory a point asks of the scheduler: none of workers that offer none."""
         return self.memory if self._offers_memory or self._offered else None
+
+    def asked(self) -> dict[str, float]:
+        """The resources a task of this window asks now (the threads, memory and accelerator
+        of its points)."""
+        return self._resources(self.threads)
 
     def _resources(self, threads: int) -> dict[str, float]:
         ask = self._ask()

@@ -35,6 +35,7 @@ from distributed import Client, Scheduler, SpecCluster
 from sweep import _compat, cadence
 from sweep.cluster import accelerators
 from sweep.cluster.arrivals import Arrivals
+from sweep.cluster.fits import unfit
 from sweep.cluster.localworker import QUIET, LocalWorker, short_logs
 from sweep.cluster.submissions import SubmissionWatch
 from sweep.errors import SweepError, SweepWarning
@@ -405,18 +406,12 @@ def connect(
 
 def check_fits(client: Client, threads: int, memory: int | None = None) -> None:
     """Raise ClusterError when no current worker could run a job of ``threads`` cores, or of
-    ``memory`` bytes among workers that offer memory."""
-    info = client.scheduler_info()
-    resources = [w["resources"] for w in info["workers"].values()]
-    offers = [r.get("threads", 0) for r in resources]
-    if offers and max(offers) < threads:
-        raise ClusterError(
-            f"no worker of {info['address']} offers threads={threads} (largest: "
-            f"{max(offers)}); lower resources.threads or start workers with --resources threads=N"
-        )
-    memories = [int(r[RESOURCE]) for r in resources if RESOURCE in r]
-    if memory is not None and memories and max(memories) < memory:
-        raise ClusterError(
-            f"resources.memory={shown(memory)} but the largest worker of {info['address']} offers "
-            f"{shown(max(memories))}; lower resources.memory or start workers with more memory"
-        )
+    ``memory`` bytes once a worker offers memory (:func:`sweep.cluster.fits.unfit`)."""
+    info = client.scheduler_info(n_workers=-1)
+    offers = [w["resources"] for w in info["workers"].values()]
+    ask: dict[str, float] = {"threads": threads}
+    if memory is not None and any(RESOURCE in o for o in offers):
+        ask[RESOURCE] = memory
+    why = unfit(info["address"], offers, ask)
+    if why is not None:
+        raise ClusterError(why)
