@@ -123,6 +123,15 @@ def call_file(job_file: str, function: str, **kwargs) -> dict:
     return {k: v for k, v in result.items() if isinstance(v, float | int)}
 
 
+def python_loop(x: int = 0, n: int = 60_000_000) -> dict:
+    """A pure-Python loop that touches little memory: what one core alone gives, with no cache
+    or memory bandwidth to share with the jobs beside it."""
+    total = 0
+    for i in range(n):
+        total += i
+    return {"total": float(total)}
+
+
 def sleeper(i: int = 0, seconds: float = 3.0) -> dict:
     """Sleeps: a job that holds a slot and no CPU (benchmarks/ramp.py)."""
     time.sleep(seconds)

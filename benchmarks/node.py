@@ -9,7 +9,10 @@ solve). The limit is ``jobs x t1 / cores``: ``t1`` is one job's wall alone on on
 capped child: one XLA thread); a way's fraction is the limit over its wall. The machine's own
 side-by-side limit is ``jobs x tc / cores``, ``tc`` the wall of ``cores`` such jobs at once, one
 per warm capped child: what the machine allows when every core is busy, before any
-orchestration. Ways, each ``--repeat`` times, interleaved:
+orchestration. The same two walls of a pure-Python loop that touches little memory
+(``benchmarks/jobs.py:python_loop``) say whether the cores themselves slow down when all are
+busy, or only the job's share of caches and memory does (``loop_at_once_over_alone``).
+Ways, each ``--repeat`` times, interleaved:
 
 * ``capped``: the project's default: a worker's CorePool (node-wide core leases, warm children
   pinned to k = 1 core, the capped environment: one XLA thread, computations run inline; a
@@ -59,6 +62,7 @@ WORKLOADS = {  # each about 4 s on one core of the TPU machine
     ),
 }
 Work = tuple[JobRef, dict[str, Any]]
+LOOP: Work = (JobRef("file", str(HERE / "jobs.py"), "python_loop"), {})  # see the docstring
 UNCAPPED = (
     "import runpy, psutil; runpy.run_path({path!r})[{name!r}](**{kwargs!r}); "
     "print(psutil.Process().num_threads())"
@@ -150,6 +154,8 @@ def run(jobs: int = 26, repeat: int = 3, job: str = "matmul", skip: tuple[str, .
         _capped(pool, default, work, cores)  # warm the children and the compile cache
         t1 = statistics.median(_capped(pool, default, work, 1)[0] for _ in range(3))
         together = statistics.median(_capped(pool, default, work, cores)[0] for _ in range(3))
+        loop_alone = statistics.median(_capped(pool, default, LOOP, 1)[0] for _ in range(3))
+        loop_together = statistics.median(_capped(pool, default, LOOP, cores)[0] for _ in range(3))
         for i in range(repeat):
             ways = {
                 "capped": lambda: _warm_then(pool, default, work, jobs),
@@ -176,6 +182,9 @@ def run(jobs: int = 26, repeat: int = 3, job: str = "matmul", skip: tuple[str, .
         "limit_s": limit,
         "one_per_core_at_once_s": together,
         "side_by_side_limit_s": side_by_side,
+        "loop_alone_s": loop_alone,
+        "loop_at_once_s": loop_together,
+        "loop_at_once_over_alone": loop_together / loop_alone,
         "fraction_of_side_by_side_limit": {k: side_by_side / statistics.median(v) for k, v in walls.items()},
         "walls_s": walls,
         "median_wall_s": {k: statistics.median(v) for k, v in walls.items()},
