@@ -12,11 +12,9 @@ import argparse
 import compileall
 import importlib.util
 import json
-import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,39 +29,26 @@ sys.path.insert(0, str(HERE))
 # sweep writes a new store's skeleton with dask.array and xarray: imported once here, not in the
 # first contender's clock (as joblib is)
 import dask.array  # noqa: E402, F401
-import jobs  # noqa: E402  (benchmarks/jobs.py)
-import parsl_htex  # noqa: E402  (benchmarks/parsl_htex.py)
 import xarray  # noqa: E402, F401
 from adaptive import bench_search  # noqa: E402  (benchmarks/adaptive.py)
 from affinity import bench_affinity  # noqa: E402  (benchmarks/affinity.py)
-from distributed import Client, LocalCluster  # noqa: E402
+from baselines import CORES, JOBS, cluster, run_job_array, run_loky, run_naive_dask, run_parsl  # noqa: E402
+from distributed import Client  # noqa: E402
 from first_result import bench_first_result  # noqa: E402  (benchmarks/first_result.py)
 from outputs import bench_outputs  # noqa: E402  (benchmarks/outputs.py)
 from ramp import bench_ramp  # noqa: E402  (benchmarks/ramp.py)
 from recycling import bench_recycling  # noqa: E402  (benchmarks/recycling.py)
-from recycling import row as recycling_row  # noqa: E402
 from scale import in_fresh_process  # noqa: E402  (benchmarks/scale.py)
+from table import table  # noqa: E402  (benchmarks/table.py)
+from wallsplit import epochs, split_wall  # noqa: E402  (benchmarks/wallsplit.py)
 
 from sweep import Sweep  # noqa: E402
-from sweep.cluster.clusters import local_cluster, local_cores  # noqa: E402
 from sweep.wire.childconfig import ChildConfig  # noqa: E402
 from sweep.wire.jobref import JobRef  # noqa: E402
 from sweep.worker.child import Child  # noqa: E402
 
-CORES = local_cores()
-JOBS = HERE / "jobs.py"
 # the local worker is a fresh interpreter: this folder on its path, for jobs.py (naive_dask)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
-
-
-def cluster() -> LocalCluster:
-    return local_cluster(dashboard="127.0.0.1:0")
-
-
-def timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def median(xs: list[float]) -> float:
@@ -110,110 +95,10 @@ def run_sweep(
             seen.append({
                 "attrs": dict(ds.attrs),
                 "k": ks,
-                "started": _epoch(ds["started"].values.ravel()),
-                "finished": _epoch(ds["finished"].values.ravel()),
+                "started": epochs(ds["started"].values.ravel()),
+                "finished": epochs(ds["finished"].values.ravel()),
             })  # fmt: skip
     return wall
-
-
-def _epoch(values: Any) -> list[float]:
-    return [float(v) / 1e9 for v in values.astype("datetime64[ns]").astype("int64")]
-
-
-def split_wall(ds: Any, start: float, end: float, single_s: float) -> dict[str, float]:
-    """Where a sweep's wall went, from the store's per-point ``started``, ``finished``,
-    ``wall_s`` and ``cores``, against ``single_s`` (one job alone on a warm core).
-
-    Each core's time from ``start`` to ``end`` is: before its first job (store, set-up, the
-    child's start), its jobs, the gaps between them (result back, next job in), idle after its
-    last job while another core works, and the tail (last result to the dataset returned). The
-    jobs' part is split into the ideal (``single_s`` each), the first job of each child over
-    ``single_s`` (import, compile) and the other jobs over ``single_s`` (running side by side).
-    Each part is the mean over cores, so they add up to the wall."""
-    rows = sorted(
-        zip(
-            (str(c) for c in ds["cores"].values.ravel()),
-            _epoch(ds["started"].values.ravel()),
-            _epoch(ds["finished"].values.ravel()),
-            (float(w) for w in ds["wall_s"].values.ravel()),
-            strict=True,
-        )
-    )
-    by_core: dict[str, list[tuple[float, float, float]]] = {}
-    for core, began, ended, wall in rows:
-        by_core.setdefault(core, []).append((began, ended, wall))
-    last = max(ended for jobs_ in by_core.values() for _, ended, _ in jobs_)
-    parts = dict.fromkeys(
-        ("before_first_job", "ideal", "first_job_extra", "side_by_side", "gaps", "idle_at_end"), 0.0
-    )
-    for jobs_ in by_core.values():
-        parts["before_first_job"] += jobs_[0][0] - start
-        parts["ideal"] += single_s * len(jobs_)
-        parts["first_job_extra"] += jobs_[0][2] - single_s
-        parts["side_by_side"] += sum(w - single_s for _, _, w in jobs_[1:])
-        parts["gaps"] += sum(b - a[1] for a, (b, _, _) in zip(jobs_, jobs_[1:]))
-        parts["gaps"] += sum((e - b) - w for b, e, w in jobs_)  # started/finished vs the child's clock
-        parts["idle_at_end"] += last - jobs_[-1][1]
-    out = {k: v / len(by_core) for k, v in parts.items()}
-    out["tail"] = end - last
-    out["cores"] = float(len(by_core))
-    return out
-
-
-def run_job_array(job: str, n: int, fixed: dict) -> float:
-    """A job array: a fresh, uncapped `python` per job, `cores` at a time."""
-    code = (
-        f"import sys; sys.path.insert(0, {str(HERE)!r}); import jobs; "
-        f"jobs.{job}(seed=int(sys.argv[1]), **{fixed!r})"
-    )
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
-    pending, running = list(range(n)), []
-    t0 = time.perf_counter()
-    while pending or running:
-        while pending and len(running) < CORES:
-            running.append(subprocess.Popen([sys.executable, "-c", code, str(pending.pop(0))], env=env))
-        time.sleep(0.02)
-        for p in [p for p in running if p.poll() is not None]:
-            assert p.returncode == 0
-            running.remove(p)
-    return time.perf_counter() - t0
-
-
-def run_naive_dask(job: str, n: int, fixed: dict) -> float:
-    """JAX called directly in LocalCluster worker threads (a fresh cluster; clock: the map only)."""
-    with cluster() as c, Client(c) as client:
-        fn = getattr(jobs, job)
-        t0 = time.perf_counter()
-        futures = client.map(lambda s: fn(seed=s, **fixed), range(n), pure=False)
-        client.gather(futures)
-        return time.perf_counter() - t0
-
-
-def run_loky(job: str, n: int, fixed: dict, job_file: Path = JOBS, env: dict | None = None) -> float:
-    """joblib/loky with n_jobs=cores: reused worker processes (a fresh executor per run),
-    started with ``env`` added to this process's environment."""
-    from joblib import Parallel, delayed
-    from joblib.externals.loky import get_reusable_executor
-
-    get_reusable_executor().shutdown(wait=True)
-    saved = dict(os.environ)
-    os.environ.update({**(env or {}), "PYTHONPATH": str(HERE)})  # the new workers inherit it
-    try:
-        return timed(
-            lambda: Parallel(n_jobs=CORES)(
-                delayed(jobs.call_file)(str(job_file), job, seed=s, **fixed) for s in range(n)
-            )
-        )
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def run_parsl(job: str, n: int, fixed: dict, job_file: Path = JOBS, env: dict | None = None) -> float:
-    """Parsl HTEX with ``cpu_affinity="block"``, one worker per core (benchmarks/parsl_htex.py);
-    NaN when it can't run here."""
-    wall = parsl_htex.run_parsl(job_file, job, [{"seed": s, **fixed} for s in range(n)], env)
-    return float("nan") if wall is None else wall
 
 
 # -- benchmarks ------------------------------------------------------------------------------
@@ -452,160 +337,6 @@ def bench_million(points: int) -> dict:
     process of its own: its wall and the client's peak RSS."""
     r = in_fresh_process(points)
     return {**r, "per_point_ms": 1e3 * r["wall_s"] / r["points"]}
-
-
-def _split_row(name: str, r: dict) -> str:
-    parts = ", ".join(f"{k} {v:.2f}" for k, v in r["sweep_split"].items() if k != "cores")
-    alone, paired = r["single_core_job_s"], r["side_by_side_job_s"]
-    return (
-        f"| {name}: a job alone {alone:.2f} s, one per core at once {paired:.2f} s (at most "
-        f"{alone / paired:.3f}); sweep's wall, s per core (medians) | {parts} | |"
-    )
-
-
-def table(results: dict) -> str:
-    lines = ["| benchmark | figure | target |", "|---|---|---|"]
-    t = results.get("threads")
-    if t:
-        for k in (1, 2):
-            if f"k{k}_capped" in t:
-                lines.append(
-                    f"| threads, k={k} | capped {t[f'k{k}_capped']:.0f}, uncapped {t[f'k{k}_uncapped']:.0f} "
-                    f"({t[f'k{k}_ratio']:.2f}x) | capped k=1 <= 17 |"
-                )
-    c = results.get("compile_heavy")
-    if c:
-        others = ", ".join(
-            f"{n} {c[f'{n}_s']:.1f} s ({c[f'{n}_over_sweep']:.2f}x)"
-            for n in ("sweep_warm_cache", "job_array", "naive_dask", "loky", "parsl")
-            if f"{n}_s" in c
-        )
-        lines.append(
-            f"| compile-heavy, {c['jobs']} jobs | sweep {c['sweep_s']:.1f} s; {others} | job array >= 3x |"
-        )
-    e = results.get("efficiency")
-    if e:
-        lines.append(
-            f"| efficiency, {e['jobs']} jobs of {e['single_core_job_s']:.2f} s | sweep {e['efficiency']:.3f} "
-            f"(wall {e['sweep_wall_s']:.1f} s); loky {e['loky_efficiency']:.3f} "
-            f"(wall {e['loky_wall_s']:.1f} s); Parsl HTEX {e.get('parsl_efficiency', float('nan')):.3f} "
-            f"(wall {e.get('parsl_wall_s', float('nan')):.1f} s) | >= 0.9 |"
-        )
-        lines.append(_split_row("efficiency", e))
-    i = results.get("invrs")
-    if i:
-        lines.append(
-            f"| invrs-gym, {i['jobs']} L-BFGS-B runs of {i['steps']} steps | sweep {i['sweep_s']:.1f} s; "
-            f"loky {i['loky_s']:.1f} s (sweep {i['sweep_s'] / i['loky_s']:.2f}x loky's wall); "
-            f"Parsl HTEX {i['parsl_s']:.1f} s (sweep {i['sweep_s'] / i['parsl_s']:.2f}x) "
-            "| <= 0.8x loky, <= 1.0x Parsl |"
-        )
-        lines.append(_split_row("invrs-gym", i))
-    f = results.get("first_result")
-    if f:
-        parts = ", ".join(
-            f"{k} {f[k]:.2f}"
-            for k in ("import", "store_and_cluster", "setup", "to_job", "import_jax", "compile")
-        )
-        lines.append(f"| time to first result | {f['total']:.2f} s ({parts}) | |")
-    o = results.get("overhead")
-    if o:
-        lines.append(
-            f"| per-job overhead | warm {o['warm_ms']:.2f} ms, cold {o['cold_ms']:.0f} ms "
-            f"({o['cold_over_warm']:.0f}x) | warm <= 20 ms |"
-        )
-        lines.append(f"| {o['points']} no-op points | {o['end_to_end_s']:.1f} s | <= 30 s |")
-    s = results.get("scale")
-    if s:
-        lines.append(
-            f"| {s['points']:.0f} no-op points | {s['wall_s']:.1f} s ({s['per_point_ms']:.2f} ms/point), "
-            f"client peak RSS {s['client_peak_rss_mb']:.0f} MB, "
-            f"store {100 * s['store_share']:.0f}% of wall; "
-            f"{s['small_points']:.0f} points {s['small_wall_s']:.1f} s "
-            f"({s['growth']:.1f}x for {s['points'] / s['small_points']:.0f}x the points) "
-            "| <= 120 s, RSS <= 1 GB |"
-        )
-    if results.get("recycling"):
-        lines.append(recycling_row(results["recycling"]))
-    m = results.get("million")
-    if m:
-        lines.append(
-            f"| {m['points']:,} no-op points | {m['wall_s']:.0f} s ({m['per_point_ms']:.2f} ms/point), "
-            f"client peak RSS {m['client_peak_rss_mb']:.0f} MB | <= 300 s, RSS <= 1 GB |"
-        )
-    aff = results.get("affinity")
-    if aff:
-        parts = "; ".join(
-            f"{w}: widened {x['widened_over_pinned']:.2f}x, unpinned {x['unpinned_over_pinned']:.2f}x "
-            f"(peak threads {x['pinned_threads']}/{x['widened_threads']}/{x['unpinned_threads']})"
-            for w, x in aff.items()
-        )
-        lines.append(f"| affinity: pairs side by side, wall over pinned's | {parts} | by measurement |")
-    for u in (results.get("auto_threads"), results.get("auto_threads_long")):
-        if not u:
-            continue
-        for w in ("matmul", "invrs"):
-            if w in u:
-                x = u[w]
-                fixed = ", ".join(f"k={k} {x[f'k{k}_s']:.1f} s" for k in u["candidates"])
-                chose = sorted({c["chosen"] for c in x["chosen"]})
-                lines.append(
-                    f"| threads: auto, {u['jobs']} {w} points | auto {x['sweep_s']:.1f} s (chose k = "
-                    f"{', '.join(map(str, chose))}; **{x['auto_over_best']:.2f}x** the best fixed k, "
-                    f"{x['auto_minus_best_s']:+.1f} s; rounds at the ks that lost "
-                    f"{x['losers_median_s']:.1f} s); "
-                    f"{fixed} | <= 1.05x best; <= k=1 + calibration |"
-                )
-    r = results.get("ramp")
-    if r:
-        lines.append(
-            f"| ramp: {r['jobs']} sleep jobs of {r['seconds']:.0f} s on {r['slots']} simulated slots "
-            f"({r['nodes']} workers of {r['cores_per_node']}) | sweep {r['sweep_wall_s']:.1f} s, raw Dask "
-            f"{r['dask_wall_s']:.1f} s (**{r['sweep_over_dask']:.2f}x**; ideal {r['ideal_s']:.1f} s); every "
-            f"slot busy after {r['all_busy_s']:.1f} s (the first after {r['first_start_s']:.1f} s; "
-            f"{r['slots']} child starts of {r['child_start_cpu_s'] * 1000:.0f} ms CPU on this machine's "
-            f"cores take {r['start_floor_s']:.1f} s at least) | <= 1.15x raw Dask; all busy <= 5 s |"
-        )
-    for key in ("search", "search_cavity_best", "search_invrs", "search_invrs_best"):
-        a = results.get(key)
-        if a:
-            lines.append(_search_row(a))
-    out = results.get("outputs")
-    if out:
-        parts = "; ".join(
-            f"{n}: {x['store_s']:.2f} s (plain xarray {x['plain_xarray_s']:.2f} s, {x['ratio']:.1f}x)"
-            for n, x in out.items()
-        )
-        lines.append(f"| scalar outputs of a 2-point sweep: store seconds | {parts} | 3000 in seconds |")
-    return "\n".join(lines)
-
-
-def _search_row(a: dict) -> str:
-    """The table's row for one adaptive search workload (benchmarks/adaptive.py)."""
-    workload = a.get("workload", "cavity")
-    beside = ""  # Ray Tune runs beside the cavity only; random + ASHA where asked
-    if a["runs"]["ray"]:
-        beside = (
-            f"; Ray Tune (OptunaSearch + ASHA) {a['ray_wall_s']:.1f} s, best {a['ray_best']:.1f}, "
-            f"peak threads {a['ray_peak_threads']:.0f} a trial process"
-        )
-    elif workload == "cavity":
-        beside = "; Ray Tune not run (needs root, unshare, ip)"
-    if "random_asha_cpu_to_random_best_ratio" in a:  # the pruner alone, on random search's draws
-        beside += (
-            f"; random search + ASHA {100 * a['random_asha_cpu_to_random_best_ratio']:.0f}% "
-            f"({100 * a['random_asha_over_random_total']:.0f}% of all), {a['random_asha_pruned']:.0f} pruned"
-        )
-    ranks = ", ".join(f"{100 * float(f):.0f}% {r:.2f}" for f, r in a.get("spearman", {}).items())
-    return (
-        f"| search, {a['n_trials']} trials of the {workload} | TPE + ASHA reaches "
-        f"random search's best with **{100 * a['cpu_to_random_best_ratio']:.0f}%** of its CPU-seconds "
-        f"until then ({100 * a.get('cpu_over_random_total', math.nan):.0f}% of all of them); sweep "
-        f"TPE + ASHA {a['tpe_asha_wall_s']:.1f} s, best {a['tpe_asha_best']:.4g} (random "
-        f"{a['random_best']:.4g}), {a['tpe_asha_pruned']:.0f} pruned, peak threads "
-        f"{a['tpe_asha_peak_threads']:.0f}{beside}; early objective vs final, Spearman at {ranks or 'n/a'} "
-        "| <= 50%; no slower than Ray, fewer threads |"
-    )
 
 
 ALL = [
