@@ -47,7 +47,7 @@ def thread_headroom(loaded: LoadedRecipe, client: Client | None) -> None:
     if client is None:
         cores = recipe.cluster.threads or local_cores()
     else:
-        workers = client.scheduler_info()["workers"].values()
+        workers = client.scheduler_info(n_workers=-1)["workers"].values()
         cores = int(max((w["resources"].get("threads", 0) for w in workers), default=0))
     if not cores:
         return

@@ -32,3 +32,22 @@ def test_workers_each_short_of_a_different_resource_are_said_to_be_so():
     offers = [{"threads": 8, "memory": 1e9}, {"threads": 1, "memory": 8e9}]
     why = unfit(ADDRESS, offers, {"threads": 4, "memory": 4e9})
     assert why is not None and "offers all of threads=4, memory=3.73 GiB at once" in why
+
+
+def test_every_look_at_the_workers_asks_for_all_of_them():
+    """distributed 2025.5 to 2026.6 return the first 5 workers from ``scheduler_info()`` unless
+    ``n_workers=-1`` is given: a check of the largest worker would miss the 6th."""
+    import ast
+
+    from tests.helpers import ROOT
+
+    calls = [
+        (path.relative_to(ROOT), node)
+        for path in (ROOT / "sweep").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "scheduler_info"
+    ]
+    assert calls
+    every = [any(k.arg == "n_workers" and ast.unparse(k.value) == "-1" for k in n.keywords) for _, n in calls]
+    partial = [f"{p}:{n.lineno}" for (p, n), ok in zip(calls, every, strict=True) if not ok]
+    assert not partial, f"scheduler_info() without n_workers=-1 at {partial}"
