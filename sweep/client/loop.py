@@ -7,8 +7,9 @@ Data flow (one run; the listeners are :mod:`sweep.client.listeners`)::
                                                └─► topic events ─► on_event (event thread)
     each turn: on_tick (prune, checkpoints, driver state), refill, store still there?, cancelled?
 
-:meth:`RunLoop.run` is a short loop of named steps; it ends when every task has finished or
-the run is cancelled (``cancel`` set by the user, by ``sweep cancel`` or by a listener's
+:meth:`RunLoop.run` is a short loop of named steps; it ends when every task has finished and
+the window holds none back (:meth:`~sweep.client.window.Window.waiting`), or when the run is
+cancelled (``cancel`` set by the user, by ``sweep cancel`` or by a listener's
 :meth:`~sweep.client.listeners.base.Run.stop`): queued points are cancelled, running ones
 killed (what they printed kept in the store), finished ones written.
 """
@@ -56,7 +57,7 @@ class RunLoop:
         self.mark("first_submit")
         done = as_completed(self.run.window.fill(), with_results=True, raise_errors=False)
         try:
-            while not done.is_empty():
+            while not done.is_empty() or self.run.window.waiting():
                 self._tick()
                 self._refill(done, due=time.monotonic() - self._refilled >= self.every)
                 self._check_store()
@@ -66,7 +67,7 @@ class RunLoop:
                 batch = done.next_batch(block=False)
                 self._write(batch)
                 self._refill(done, due=bool(batch))
-                self._flush_or_wait(bool(batch), done.is_empty())
+                self._flush_or_wait(bool(batch), done.is_empty() and not self.run.window.waiting())
         except BaseException:
             self.run.client.cancel(list(self.run.window.in_flight))
             raise

@@ -156,10 +156,18 @@ class Window:
             return task
         return next(self.tasks, None)
 
+    def waiting(self) -> bool:
+        """Whether points are held back until a worker joins: they ask memory only of workers
+        that offer it, and no worker has been seen yet to say whether it does (a point sent
+        before would ask no memory, and run on a worker whatever it offers)."""
+        return self.left > 0 and self.memory is not None and not self._offers_memory and not self.offers
+
     def fill(self) -> list[Future]:
         """Submit tasks until the window is full or no point is left; the new futures."""
         new: list[Future] = []
         slots = self.slots(self.threads)
+        if self.waiting():
+            return new
         if self.auto is not None:
             self.auto.fit(self._cores or [self._auto_cores], self.left)
             if self.auto.chosen is not None and self.auto.chosen != self.threads:

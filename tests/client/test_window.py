@@ -53,3 +53,44 @@ def test_a_hundred_thousand_points_run_to_the_end(client: Client, tmp_path):
     assert int((ds["status"] == "done").sum()) == 100_000
     assert s.stats["points_run"] == 100_000
     assert float(ds["value"].isel(point=-1)) == float(ds["x"].isel(point=-1))
+
+
+def test_points_asking_memory_wait_for_a_worker_to_say_whether_it_offers_memory(tmp_path):
+    """Found: with no worker up at the start of a run on a user's cluster, the first tasks went
+    out without their memory ask (no worker was known to offer memory), so a worker offering
+    1 GB that then joined ran points asking 4 GiB. Now nothing goes out until a worker is seen."""
+    import time
+
+    from distributed import LocalCluster
+
+    from sweep import cadence
+    from sweep.client.plan import task_maker
+    from sweep.client.window import Window
+
+    with (
+        LocalCluster(
+            n_workers=0, processes=False, dashboard_address=None, resources={"threads": 2, "memory": 8e9}
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        s = Sweep(
+            f"{JOBS}:noop", {"grid": {"x": [0, 1]}}, resources={"memory": "4GiB"}, output=tmp_path / "o.zarr"
+        )
+        make = task_maker(s.loaded)
+        tasks = iter([make((i,), {"x": i}) for i in range(2)])
+        w = Window(client, tasks, 2, ["x"], "token", memory=4 * 2**30)
+        assert w.fill() == []  # no worker: whether memory is offered is unknown
+        cluster.scale(1)
+        client.wait_for_workers(1)
+        time.sleep(cadence.refresh_s())  # the window recounts the workers at this cadence
+        futures = w.fill()
+
+        def asked(dask_scheduler):
+            return [ts.resource_restrictions for ts in dask_scheduler.tasks.values()]
+
+        while len(client.run_on_scheduler(asked)) < len(futures):  # the submits reach the scheduler
+            time.sleep(0.05)
+        restrictions = client.run_on_scheduler(asked)
+        client.cancel(futures)
+    assert len(futures) == 2
+    assert restrictions == [{"threads": 1, "memory": 4 * 2**30}] * 2
