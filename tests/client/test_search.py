@@ -62,9 +62,10 @@ def test_a_search_asks_tells_and_prunes_in_warm_children(client, out):
         assert t.params["lr"] == pytest.approx(float(ds["lr"][i]))
         if st == "done":
             assert t.state == TrialState.COMPLETE and t.value == pytest.approx(float(ds["loss"][i]))
-        else:  # pruned: stopped at a report before its last step, its history kept
+        else:  # pruned at one of its reports, its history kept (at the last one too: the
+            # median pruner may first find it behind there, or its verdict may come after it)
             reports = json.loads(str(ds["reports"].values[i]))
-            assert t.state == TrialState.PRUNED and 0 < len(reports) < 20
+            assert t.state == TrialState.PRUNED and 0 < len(reports) <= 20
             assert "pruned" in str(ds["error"].values[i])
     # the child of a pruned trial ran later trials: pruning does not cost a new `import jax`
     pruned_pids = {int(ds["pid"][i]) for i, st in enumerate(status) if st == "pruned"}
