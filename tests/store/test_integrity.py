@@ -91,6 +91,7 @@ def damaged_rerun(client, out, tmp_path, damage, capsys):
     return first, again
 
 
+@pytest.mark.slow  # about 3 s: a sweep run twice
 def test_a_deleted_output_chunk_is_not_done_and_runs_again(client, out, tmp_path, capsys):
     def damage(path):
         chunks = sorted(p for p in (path / "curve").rglob("*") if p.is_file() and p.name != "zarr.json")

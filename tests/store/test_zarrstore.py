@@ -237,6 +237,7 @@ def reader_at_every_move(out, monkeypatch):
     return watch
 
 
+@pytest.mark.slow  # about 3 s: a reader at every move of the store
 def test_a_reader_never_sees_an_output_half_added(out, reader_at_every_move):
     """Found under load: a test polling `open_results` while the first point's outputs were
     added got StoreDamaged ("y/zarr.json: damaged store metadata (the file is missing)"): zarr
@@ -252,6 +253,7 @@ def test_a_reader_never_sees_an_output_half_added(out, reader_at_every_move):
     assert {"w", "y", "z"} <= set(open_results(out).data_vars)
 
 
+@pytest.mark.slow  # about 3 s: a reader at every move of the store
 def test_a_reader_never_sees_a_per_point_variable_half_added_to_an_older_store(out, reader_at_every_move):
     """A store made by an earlier version gets the per-point variables it lacks as it is
     opened, while a reader (`sweep status`) may look, the same way as new outputs."""
