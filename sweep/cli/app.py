@@ -155,7 +155,7 @@ VLEN_NOTE = "The codec `vlen-utf8` is currently not part"
 
 
 def _setup_logging(verbose: int) -> None:
-    """Warnings as ``sweep: warning: ...`` lines; ``-v`` shows sweep's log on stderr.
+    """Warnings as ``sweep: warning: ...`` lines, one per warning; ``-v`` shows sweep's log on stderr.
 
     Two kinds are not shown, as no user of the command can act on them: deprecation notices
     between libraries (numcodecs installs its own filter for one, so they are dropped when
@@ -169,7 +169,8 @@ def _setup_logging(verbose: int) -> None:
 def _show_warning(message: Warning | str, category: type[Warning], *_args: Any, **_kwargs: Any) -> None:
     if issubclass(category, DeprecationWarning) or str(message).startswith(VLEN_NOTE):
         return
-    print(f"sweep: warning: {message}", file=sys.stderr)
+    one_line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    print(f"sweep: warning: {one_line}", file=sys.stderr)
 
 
 def _load(args: argparse.Namespace):

@@ -28,3 +28,17 @@ def test_a_local_worker_joins_with_the_runs_pool_warming_and_setting_up_keeps_it
         startup.set_up_pool(client, s.loaded, config, own=True)
         (after,) = client.run(_pool).values()
         assert after == seen, "setting the run up replaced the pool and its warm children"
+
+
+def test_an_output_folder_that_is_not_a_store_opens_before_any_cluster_starts(tmp_path):
+    """A folder with files but no store metadata (a half store, another tool's folder) is
+    refused when opened: no cluster is started for it, so nothing it prints (a busy dashboard
+    port) joins the refusal."""
+    out = tmp_path / "o.zarr"
+    s = Sweep(f"{JOBS}:noop", {"grid": {"x": [0]}}, output=str(out))
+    assert startup.opens_beside_cluster(s.loaded, force=False), "a new output overlaps the start"
+    out.mkdir()
+    assert startup.opens_beside_cluster(s.loaded, force=False), "an empty folder is a new output"
+    (out / "x").mkdir()
+    assert not startup.opens_beside_cluster(s.loaded, force=False)
+    assert startup.opens_beside_cluster(s.loaded, force=True), "--force starts over: it has work"
