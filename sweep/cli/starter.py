@@ -21,7 +21,9 @@ def _source() -> Traversable:
     try:
         return resources.files("sweep.recipes")
     except ModuleNotFoundError:
-        return Path(__file__).resolve().parent.parent / "recipes"
+        import sweep
+
+        return Path(sweep.__file__).resolve().parent.parent / "recipes"  # beside the package
 
 
 def write_starter(folder: Path) -> list[Path]:
