@@ -87,7 +87,29 @@ def open_results(path: str | os.PathLike, *, load: bool = True) -> xr.Dataset:
     for name, var in ds.variables.items():
         if var.dtype.kind == "T":  # numpy StringDType from zarr v3: plain objects are friendlier
             ds[name] = var.astype(object)
+    ds = _in_order(ds)
     return ds.load() if load else ds
+
+
+def _in_order(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its variables in the order a reader sees them. Coordinates: each dim's
+    own (in dim order), ``point_id``, then the parameters of non-grid spaces by name. Data:
+    ``status``, the job's outputs by name, then the rest of the per-point record in its
+    table's order (docs/results.md). zarr lists a store's arrays in no set order: without
+    this a CSV's columns moved at every export."""
+    import xarray as xr
+
+    from sweep.store import RECORD_VARS
+
+    dims = [str(d) for d in ds["status"].dims] if "status" in ds else []
+    first = [*dims, "point_id"]
+    coords = [n for n in first if n in ds.coords] + sorted(str(n) for n in ds.coords if n not in first)
+    outputs = sorted(str(n) for n in ds.data_vars if n not in RECORD_VARS)
+    rest = [n for n in RECORD_VARS if n != "status" and n in ds]
+    data = (["status"] if "status" in ds else []) + outputs + rest
+    return xr.Dataset(
+        {n: ds[n].variable for n in data}, coords={n: ds.coords[n].variable for n in coords}, attrs=ds.attrs
+    )
 
 
 def select_points(ds: Any, where: list[str], point: str | None = None) -> np.ndarray:
@@ -127,7 +149,8 @@ TIME_VARS = ("started", "finished")  # per-point epoch seconds, exported as ISO-
 def export(ds: Any, target: Path) -> str:
     """Write ``ds`` to ``target`` and say what was written (one line).
 
-    ``.csv``: one row per point with every per-point variable; ``started``/``finished`` as
+    ``.csv``: one row per point: its axes, ``point_id`` and a non-grid space's parameters,
+    then every per-point variable, in :func:`open_results`' order; ``started``/``finished`` as
     ISO-8601 UTC times; each reported value's last report as a ``last_<name>`` column in place
     of the raw ``reports`` JSON (:func:`report_history` has every report); outputs with dims
     of their own (arrays) are left out, and the line names them. ``.nc``/``.nc4``: the whole
@@ -160,6 +183,8 @@ def _point_table(ds: Any) -> tuple[Any, list[str]]:
     per_point = [v for v in ds.data_vars if set(ds[v].dims) == sweep_dims and v != "reports"]
     left_out = sorted(str(v) for v in ds.data_vars if not set(ds[v].dims) <= sweep_dims)
     table = ds[per_point].to_dataframe()
+    coords = [str(c) for c in ds.coords if c in table.columns]  # point_id, a non-grid space's parameters
+    table = table[[*coords, *(c for c in table.columns if c not in coords)]]
     for name in TIME_VARS:
         if name in table:
             table[name] = pd.to_datetime(table[name], unit="s", utc=True).map(
