@@ -190,9 +190,11 @@ def _status(args: argparse.Namespace) -> int:
         from sweep.worker import memory
 
         ask = json.loads(ds.attrs[MEMORY_ATTR])
+        n = ask["learned_from"]
+        seen = "peak RSS of the first point" if n == 1 else f"largest peak RSS of the first {n} points"
         print(
             f"  memory   points asked {memory.shown(ask['bytes'])} each ({memory.LEARN_FACTOR:g}x the "
-            f"largest peak RSS of the first {ask['learned_from']} points; resources.memory sets it)"
+            f"{seen}; resources.memory sets it)"
         )
     from sweep.client import autothreads
 
