@@ -47,6 +47,7 @@ _request_fd: int | None = None  # where a Prune for the running job arrives
 _job = 0  # the number of the job running (1 = this child's first)
 _pruned = False  # the running job was told to stop
 _checkpoint_bytes = 64 << 20  # the running job's checkpoint size cap (RunJob.checkpoint_bytes)
+_NOT_THE_JOBS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, "<frozen importlib")
 _rank = 0  # of an MPI point (sweep.child.ranks); other ranks' reports and checkpoints aren't sent
 
 
@@ -189,6 +190,18 @@ def end_leftovers() -> int:
     return ended
 
 
+def _traceback_from_the_job(exc: BaseException) -> str:
+    """``exc``'s traceback without its first frames in sweep's own code or in the import
+    machinery (this loop, loading the job), so it starts where the user's code does; the last
+    frame is always kept, for an error sweep raised about what the job returned."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_NOT_THE_JOBS):
+            break
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
 def run_one(request: RunJob) -> JobDone | JobFailed:
     """Run one job in this process; a JobDone, or a JobFailed with the traceback."""
     from sweep.child.outputs import normalize_outputs
@@ -209,7 +222,7 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     except Pruned as exc:
         error = str(exc)
     except BaseException as exc:  # a job's failure of any kind, sys.exit() included, is reported
-        error = "".join(traceback.format_exception(exc))
+        error = _traceback_from_the_job(exc)
     code = sources.note(request.job, modules)  # and what it imported as it ran
     left = end_leftovers()
     if left:

@@ -51,22 +51,40 @@ def _logs(args: argparse.Namespace) -> int:
     shown = 0
     made = int(ds["attempts"].values[np.isin(ds["point_id"].values, ids)].max(initial=0))
     notes = _went_on(ds, ids)
+    ended = _ended_with_error(ds, ids)
     for pid in ids:
         if pid in notes:
             print(f"==> point {pid}: {notes[pid]} <==")
         folder = output / LOGS / pid
         files = sorted(folder.glob("*.txt"), key=lambda f: int(f.stem)) if folder.is_dir() else []
-        for f in files:
-            if args.attempt is None or int(f.stem) == args.attempt:
-                text = f.read_text(errors="replace")
-                print(f"==> point {pid} attempt {f.stem} <==")
-                print(text, end="" if text.endswith("\n") else "\n")
-                shown += 1
+        chosen = [f for f in files if args.attempt in (None, int(f.stem))]
+        texts = [(f"attempt {f.stem}", f.read_text(errors="replace")) for f in chosen]
+        if pid in ended and args.attempt is None:
+            texts.append(ended[pid])
+        for label, text in texts:
+            print(f"==> point {pid} {label} <==")
+            print(text, end="" if text.endswith("\n") else "\n")
+            shown += 1
     if not shown and args.attempt is not None and made < args.attempt:
         raise UsageError(f"--attempt {args.attempt}: the point(s) selected made {made} attempt(s) at most")
     if not shown:
         print(f"no output kept for the {len(ids)} point(s) selected (they printed nothing, or have not run)")
     return EXIT_OK
+
+
+def _ended_with_error(ds: Any, ids: Any) -> dict[str, tuple[str, str]]:
+    """(a heading, the error that ended it) of each selected point that ended not done with an
+    error: the traceback a job raised is kept in the store, not in what an attempt printed."""
+    from sweep.wire.protocol import NOT_DONE
+
+    wanted = set(ids)
+    return {
+        str(pid): (f"ended {status}", str(error))
+        for pid, status, error in zip(
+            ds["point_id"].values.ravel(), ds["status"].values.ravel(), ds["error"].values.ravel()
+        )
+        if pid in wanted and status in NOT_DONE and str(error or "").strip()
+    }
 
 
 def _went_on(ds: Any, ids: Any) -> dict[str, str]:

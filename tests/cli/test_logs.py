@@ -43,13 +43,17 @@ def test_logs_of_a_point_that_succeeded_and_of_every_attempt_of_one_that_failed(
     assert "hello from 1" not in text and text.count("==> point") == 1
     rc, text = logs(capsys, str(out), "--where", "x=1")
     assert text.count("hello from 1") == 4 and "attempt 2 <==" in text  # 2 attempts, 2 values of y
+    # the error that ended each failed point follows what its last attempt printed
+    assert text.count(" ended failed <==") == 2 and text.count("ValueError: x=1 fails") == 2, text
+    assert text.index("ValueError") > text.index("attempt 2 <==")
+    assert "in chatty" in text and "sweep/child" not in text, text  # the job's frames, not sweep's
     rc, text = logs(capsys, str(out), "--where", "x=1", "--where", "y=b", "--attempt", "2")
-    assert text.count("hello from 1") == 1
+    assert text.count("hello from 1") == 1 and "ValueError" not in text  # one attempt's output only
     pid = str(open_results(out)["point_id"].sel(x=2, y="a").item())
     rc, text = logs(capsys, str(out), "--point", pid)
     assert f"point {pid} attempt 1" in text and "hello from 2" in text and "hello from 0" not in text
     rc, text = logs(capsys, str(out))
-    assert text.count("==> point") == 8  # (1 + 2 + 1 attempts) x 2
+    assert text.count("==> point") == 10  # (1 + 2 + 1 attempts + 1 error) x 2
 
 
 @pytest.mark.slow
