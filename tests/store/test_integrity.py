@@ -91,7 +91,7 @@ def damaged_rerun(client, out, tmp_path, damage, capsys):
     return first, again
 
 
-@pytest.mark.slow  # about 3 s: a sweep run twice
+@pytest.mark.slow  # about 3 s (5 s on a slow machine): a sweep run twice
 def test_a_deleted_output_chunk_is_not_done_and_runs_again(client, out, tmp_path, capsys):
     def damage(path):
         chunks = sorted(p for p in (path / "curve").rglob("*") if p.is_file() and p.name != "zarr.json")
@@ -101,6 +101,7 @@ def test_a_deleted_output_chunk_is_not_done_and_runs_again(client, out, tmp_path
     assert (again["started"].values > first["started"].values).all()  # one chunk held every point
 
 
+@pytest.mark.slow  # about 3 s (5 s on a slow machine): a sweep run twice
 def test_a_deleted_output_variable_is_not_done_and_runs_again(client, out, tmp_path, capsys):
     damaged_rerun(client, out, tmp_path, lambda path: shutil.rmtree(path / "vec"), capsys)
 
