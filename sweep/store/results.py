@@ -74,6 +74,8 @@ def open_results(path: str | os.PathLike, *, load: bool = True) -> xr.Dataset:
     import xarray as xr
 
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; give a sweep's output folder (its recipe's output)")
     if not is_store(path):
         raise FileNotFoundError(f"{path} is not a sweep result store (no zarr.json)")
     check_store(path)

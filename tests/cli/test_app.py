@@ -51,7 +51,10 @@ def test_every_sweep_error_exits_2_with_one_line(tmp_path, capsys):
 
     assert main(["status", str(tmp_path / "nothing.zarr")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("sweep status: error:") and "is not a sweep result store" in err
+    assert err.startswith("sweep status: error:") and "nothing.zarr does not exist" in err, err
+    (tmp_path / "other").mkdir()
+    assert main(["status", str(tmp_path / "other")]) == 2
+    assert "is not a sweep result store (no zarr.json)" in capsys.readouterr().err
 
 
 @pytest.mark.slow
