@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import SweepError, UsageError
-from sweep.store.layout import LOG_NAME, NOT_DATA, STATE_NAME, is_store
+from sweep.store.layout import LOG_NAME, STATE_NAME, holds_data, is_store
 from sweep.store.lock import holder, locked
 
 CREDENTIALS_PREFIX = "sweep-driver-"  # then host, pid: a driver's TLS client credentials
@@ -329,7 +329,7 @@ def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> Dr
             return None
         if proc.returncode is not None:
             tail = _tail(log)
-            if made and all(p.name in NOT_DATA for p in output.iterdir()):
+            if made and not holds_data(output):
                 shutil.rmtree(output, ignore_errors=True)  # nothing ran: leave nothing behind
             error = SweepError(f"the sweep ended at once (exit code {proc.returncode}):\n{tail}")
             error.exit_code = proc.returncode  # the foreground's own: 2 bad input, 3 a full disk

@@ -21,6 +21,7 @@ from sweep.client import plan
 from sweep.cluster.clusters import connect
 from sweep.model import backends
 from sweep.store import Store
+from sweep.store.layout import holds_data
 from sweep.store.lock import locked
 from sweep.wire.childconfig import ChildConfig
 from sweep.worker import endsignal
@@ -37,10 +38,10 @@ def opens_beside_cluster(loaded: LoadedRecipe, force: bool) -> bool:
     """Whether the store is new (or ``force``), the cluster local and the store not held by
     another process: only then is a cluster started before the store is known to have work
     (a new store always has), and a refused store costs a local cluster's start. An output
-    folder that holds files but no store (half a store, another tool's folder) is not new: it
-    is opened, and most likely refused, before any cluster starts."""
+    folder that holds data (:func:`~sweep.store.layout.holds_data`) but no store, such as half
+    a store, is not new: it is opened, and refused, before any cluster starts."""
     out = Path(loaded.output)
-    new = force or not out.exists() or (out.is_dir() and not any(out.iterdir()))
+    new = force or not holds_data(out)
     return loaded.recipe.cluster.kind == "local" and new and not (out.exists() and locked(out))
 
 

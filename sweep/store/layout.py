@@ -41,6 +41,13 @@ def is_store(path: Path) -> bool:
     return (path / METADATA).exists()
 
 
+def holds_data(path: Path) -> bool:
+    """Whether the folder ``path`` holds anything but what a sweep keeps beside its data
+    (:data:`NOT_DATA`: its lock, driver state and log, logs, checkpoints): a store, or parts
+    of one. False for a missing folder."""
+    return path.is_dir() and any(e.name not in NOT_DATA for e in path.iterdir())
+
+
 def read_attrs(path: Path) -> dict[str, Any]:
     """The attributes of the store at ``path``, from its group metadata (ValueError when that
     file is not JSON, OSError when it can't be read)."""

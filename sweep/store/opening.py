@@ -39,7 +39,7 @@ from sweep.store.creation import (
     _swap_in,
 )
 from sweep.store.errors import StoreFull, StoreMismatch
-from sweep.store.layout import METADATA, NOT_DATA
+from sweep.store.layout import METADATA
 from sweep.store.lock import StoreLock
 from sweep.store.runs import inputs_ran
 
@@ -198,7 +198,7 @@ def prepare(path: Path, loaded: Any, *, force: bool, keep_done: bool) -> Opened:
     _clean_staging(path)
     if (path / METADATA).exists():
         consolidated.strip(path)  # it would be stale while this run adds or grows variables
-    has_data = any(e.name not in NOT_DATA for e in path.iterdir())
+    has_data = layout.holds_data(path)
     if has_data and force:
         _clear(path)  # start over in place, whatever the store held
     elif has_data and not (path / METADATA).exists():
