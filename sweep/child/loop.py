@@ -47,7 +47,7 @@ _request_fd: int | None = None  # where a Prune for the running job arrives
 _job = 0  # the number of the job running (1 = this child's first)
 _pruned = False  # the running job was told to stop
 _checkpoint_bytes = 64 << 20  # the running job's checkpoint size cap (RunJob.checkpoint_bytes)
-_NOT_THE_JOBS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, "<frozen importlib")
+_NOT_THE_JOBS = (sources.PACKAGE, "<frozen importlib")  # where a job's traceback doesn't start
 _rank = 0  # of an MPI point (sweep.child.ranks); other ranks' reports and checkpoints aren't sent
 
 

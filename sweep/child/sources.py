@@ -27,10 +27,13 @@ _HASHES: dict[str, str] = {}  # path -> sha256, as first seen by this process
 _BY_JOB: dict[object, set[str]] = {}  # a job's key -> the user files it brought in
 
 
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")  # sweep itself
+
+
 def _excluded_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     roots = {paths[k] for k in ("stdlib", "platstdlib") if k in paths}
-    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # sweep itself
+    roots.add(PACKAGE)
     return tuple(os.path.join(os.path.realpath(r), "") for r in roots)
 
 
