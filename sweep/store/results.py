@@ -97,7 +97,8 @@ def _in_order(ds: xr.Dataset) -> xr.Dataset:
     """``ds`` with its variables in the order a reader sees them. Coordinates: each dim's
     own (in dim order), ``point_id``, then the parameters of non-grid spaces by name. Data:
     ``status``, the job's outputs by name, then the rest of the per-point record in its
-    table's order (docs/results.md). zarr lists a store's arrays in no set order: without
+    table's order (docs/results.md). ``xarray.open_zarr`` gives a store's variables in another
+    order at each open (zarr 3.1 lists them sorted; xarray's reading does not keep it): without
     this a CSV's columns moved at every export."""
     import xarray as xr
 

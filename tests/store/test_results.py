@@ -14,7 +14,7 @@ OUTPUTS = ["b_loss", "a_field", "c"]  # as a job returns them: not in name order
 
 def test_variables_come_in_one_order_status_outputs_by_name_then_the_record(out, tmp_path):
     """Found: `sweep results --export x.csv` wrote its columns in a different order at every
-    call, as zarr lists a store's arrays in no set order."""
+    call, as `xarray.open_zarr` gives a store's variables in another order at each open."""
     params = {"grid": {"x": [1.0, 2.0]}}
     recipe = Recipe.from_dict({"job": job("square"), "params": params, "output": str(out)})
     outputs = {
