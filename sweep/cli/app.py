@@ -183,7 +183,9 @@ def _submit_args(q: argparse.ArgumentParser) -> None:
     _recipe_args(q)
     over = q.add_mutually_exclusive_group()
     over.add_argument(
-        "--force", action="store_true", help="delete what the output holds and start over in place"
+        "--force",
+        action="store_true",
+        help="delete the store's own data (never other files in its folder) and start over in place",
     )
     over.add_argument(
         "--keep-done",

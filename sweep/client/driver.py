@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import SweepError, UsageError
+from sweep.store import ownership
 from sweep.store.layout import LOG_NAME, STATE_NAME, holds_data, is_store
 from sweep.store.lock import holder, locked
 
@@ -303,7 +304,9 @@ def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> Dr
     (nothing was left to run). SweepError with the end of its log when it ends first
     otherwise (bad input, no cluster, a full disk: with its exit code, and a store folder this
     call made is removed again when the run left nothing in it but its lock and log), or when it
-    does not come up within ``wait_s``."""
+    does not come up within ``wait_s``. NotAStore, with nothing written, for a folder of other
+    files (:func:`~sweep.store.ownership.check`)."""
+    ownership.check(output)
     made = not output.exists()
     output.mkdir(parents=True, exist_ok=True)
     if locked(output):

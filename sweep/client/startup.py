@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sweep.client import plan
 from sweep.cluster.clusters import connect
 from sweep.model import backends
-from sweep.store import Store
+from sweep.store import Store, ownership
 from sweep.store.layout import holds_data
 from sweep.store.lock import locked
 from sweep.wire.childconfig import ChildConfig
@@ -41,7 +41,7 @@ def opens_beside_cluster(loaded: LoadedRecipe, force: bool) -> bool:
     folder that holds data (:func:`~sweep.store.layout.holds_data`) but no store, such as half
     a store, is not new: it is opened, and refused, before any cluster starts."""
     out = Path(loaded.output)
-    new = force or not holds_data(out)
+    new = (force and ownership.marked(out)) or not holds_data(out)
     return loaded.recipe.cluster.kind == "local" and new and not (out.exists() and locked(out))
 
 

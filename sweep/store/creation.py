@@ -22,9 +22,9 @@ import numpy as np
 
 from sweep import provenance
 from sweep._compat import text_dtype
-from sweep.store import checkpoints, integrity, layout
+from sweep.store import integrity, layout, ownership
 from sweep.store.errors import StoreFull
-from sweep.store.layout import ADDING, LOGS, METADATA, NOT_DATA
+from sweep.store.layout import ADDING, METADATA, NOT_DATA
 from sweep.wire.protocol import FINISHED, stored_fields
 
 log = logging.getLogger(__name__)
@@ -287,6 +287,7 @@ def _build(path: Path, loaded: Any, fingerprint: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ds.to_zarr(str(path), mode="w", compute=False, consolidated=False, encoding=encoding)
+    layout.mark(path)
     _write_point_ids(path, space)
 
 
@@ -324,7 +325,8 @@ def _swap_in(path: Path, staging: Path) -> None:
         backup.mkdir()
         os.replace(path / METADATA, backup / METADATA)
         for entry in path.iterdir():
-            if entry.name not in NOT_DATA:
+            # the mark stays, so a swap cut short leaves a marked folder; a user's file stays put
+            if entry.name not in (*NOT_DATA, layout.MARK) and ownership.own(entry):
                 os.replace(entry, backup / entry.name)
     for entry in staging.iterdir():
         if entry.name != METADATA:
@@ -353,9 +355,5 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # of the run times in the store's attribute
 
 
 def _clear(path: Path) -> None:
-    shutil.rmtree(path / LOGS, ignore_errors=True)
-    checkpoints.clear(path)
-    for entry in path.iterdir():
-        if entry.name in NOT_DATA:
-            continue
-        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    """Delete the store's data, keeping its logs and checkpoints (a cut-short swap's new half)."""
+    ownership.clear(path, keep=NOT_DATA)

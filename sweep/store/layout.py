@@ -4,6 +4,7 @@ A store is a folder, ``OUTPUT`` in a recipe::
 
     OUTPUT/
       zarr.json               the zarr group's metadata (METADATA); present = a store
+      .sweep-store            the mark that a sweep made this store (MARK; sweep/store/ownership.py)
       <variable>/zarr.json    each variable's metadata, then its chunks
       .sweep.lock             the single writer's lock (LOCK_NAME; flock)
       .sweep.lock.held        the holder, where the file system has no flock (HELD_NAME)
@@ -33,6 +34,7 @@ LOG_NAME = ".sweep-driver.log"
 LOGS = "logs"
 CHECKPOINTS = ".sweep-checkpoints"
 ADDING = ".sweep-adding"
+MARK = ".sweep-store"
 NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME, LOGS, CHECKPOINTS)  # kept through a rebuild
 
 
@@ -46,6 +48,12 @@ def holds_data(path: Path) -> bool:
     (:data:`NOT_DATA`: its lock, driver state and log, logs, checkpoints): a store, or parts
     of one. False for a missing folder."""
     return path.is_dir() and any(e.name not in NOT_DATA for e in path.iterdir())
+
+
+def mark(path: Path) -> None:
+    """Mark the new store at ``path`` as one a sweep made (written before its ``zarr.json``
+    is moved in, so a half-made store is marked too)."""
+    (path / MARK).write_text(json.dumps({"made_by": "sweep", "format": 1}) + "\n")
 
 
 def read_attrs(path: Path) -> dict[str, Any]:

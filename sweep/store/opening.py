@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from sweep.model import inputs
-from sweep.store import consolidated, growth, integrity, layout
+from sweep.store import consolidated, growth, integrity, layout, ownership
 from sweep.store.creation import (
     NO_SPACE,
     RECORD_VARS,
@@ -28,7 +28,6 @@ from sweep.store.creation import (
     _add_record_vars,
     _build,
     _clean_staging,
-    _clear,
     _create,
     _create_outputs,
     _finish_swap,
@@ -47,8 +46,10 @@ log = logging.getLogger(__name__)
 
 
 def lock(path: Path) -> StoreLock:
-    """Make ``path`` if needed and take its writer lock; on a full disk, StoreFull, and a folder
-    made here is removed again."""
+    """Make ``path`` if needed and take its writer lock; NotAStore (nothing made, nothing
+    locked) when it is a folder of other files (:func:`ownership.check`); on a full disk,
+    StoreFull, and a folder made here is removed again."""
+    ownership.check(path)
     made = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
     try:
@@ -198,14 +199,14 @@ def prepare(path: Path, loaded: Any, *, force: bool, keep_done: bool) -> Opened:
     _clean_staging(path)
     if (path / METADATA).exists():
         consolidated.strip(path)  # it would be stale while this run adds or grows variables
+    ownership.check(path)  # again, under the lock
     has_data = layout.holds_data(path)
     if has_data and force:
-        _clear(path)  # start over in place, whatever the store held
+        ownership.clear(path)  # start over in place: the store's own files only
     elif has_data and not (path / METADATA).exists():
         raise integrity.StoreDamaged(
-            f"{path} holds parts of a store but no {path / 'zarr.json'} (a store moved or deleted "
-            "while a sweep wrote it?); restore it, or run with --force (or another --output) to "
-            "start over"
+            f"{path} is a store without its {path / 'zarr.json'} (moved or deleted while a sweep "
+            "wrote it?); restore it, or run with --force (or another --output) to start over"
         )
     now = inputs.of(loaded)  # reads and hashes the job's source: once per open
     if (path / METADATA).exists():

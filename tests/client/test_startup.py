@@ -4,7 +4,7 @@ import pytest
 
 from sweep import Sweep, _compat
 from sweep.client import startup
-from sweep.store.layout import LOG_NAME
+from sweep.store.layout import LOG_NAME, MARK
 from sweep.wire.childconfig import ChildConfig
 from sweep.worker.commands import PLUGIN_NAME
 from tests.helpers import JOBS, wait_for
@@ -44,4 +44,6 @@ def test_an_output_folder_that_is_not_a_store_opens_before_any_cluster_starts(tm
     assert startup.opens_beside_cluster(s.loaded, force=False), "a driver's log is not a store's data"
     (out / "x").mkdir()
     assert not startup.opens_beside_cluster(s.loaded, force=False)
-    assert startup.opens_beside_cluster(s.loaded, force=True), "--force starts over: it has work"
+    assert not startup.opens_beside_cluster(s.loaded, force=True), "--force deletes no user's folder"
+    (out / MARK).write_text("")
+    assert startup.opens_beside_cluster(s.loaded, force=True), "--force starts a store over: it has work"
