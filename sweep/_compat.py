@@ -176,6 +176,28 @@ def nanny_worker_pid(nanny: Any) -> int | None:
     return None if process is None else process.pid
 
 
+def set_warnings_filters(filters: list[Any]) -> None:
+    """Make ``filters`` the warnings filters, as a warm child puts back a job's changes.
+
+    Relies on: ``warnings._filters_mutated()`` (CPython's ``_warnings``), which ``filterwarnings``
+    calls after each change so the per-module "already warned" caches are dropped; without it a
+    warning silenced by the job stays silenced. Where it is missing, ``resetwarnings`` plus the
+    filters in order gives the same effect.
+    """
+    import warnings
+
+    mutated = getattr(warnings, "_filters_mutated", None) or getattr(
+        warnings, "_filters_mutated_lock_held", None
+    )
+    live: list[Any] = warnings.filters  # type: ignore[assignment]  # a list in CPython
+    if mutated is not None:
+        live[:] = filters
+        mutated()
+        return
+    warnings.resetwarnings()
+    live[:] = filters
+
+
 def environ_snapshot() -> dict[bytes, bytes]:
     """A copy of the process's environment as ``os.environ`` keeps it: encoded keys to encoded
     values (what a warm child compares before and after each job).

@@ -171,6 +171,22 @@ def test_the_environment_snapshot_sees_every_change_made_through_os_environ(monk
     assert _compat.environ_snapshot() == before
 
 
+def test_setting_the_warnings_filters_back_lets_a_silenced_warning_through_again():
+    import warnings
+
+    before = list(warnings.filters)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("ignore")
+            warnings.warn("once", UserWarning, stacklevel=1)  # noted as seen by this module's registry
+            _compat.set_warnings_filters([("always", None, Warning, None, 0)])
+            warnings.warn("once", UserWarning, stacklevel=1)
+        assert [str(w.message) for w in caught] == ["once"]
+    finally:
+        _compat.set_warnings_filters(before)
+    assert warnings.filters == before
+
+
 def test_text_dtype_is_xarrays_variable_length_text_and_leaves_a_lazy_array_uncomputed():
     import dask.array as da
     import xarray as xr

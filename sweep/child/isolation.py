@@ -2,10 +2,15 @@
 
 A warm child runs many jobs, so a point's result must not depend on which jobs ran there
 before. Around each job :func:`snapshot` records, and :func:`restore` puts back, what can be
-restored in place: the working directory, the environment, the handlers of the usual
-signals, a pending ``alarm``, the standard streams (``sys.stdout`` / ``sys.stderr`` and file
-descriptors 1 and 2, e.g. after a job closed them). What can't be restored in place is
-reported instead, and the parent replaces the child after that job: JAX's global
+restored in place: the working directory, the environment, the handler of every signal,
+``sys.path``, ``sys.meta_path``, ``sys.argv``, modules the job replaced or removed in
+``sys.modules`` (those it imported stay: that is the warm child's worth), the recursion limit,
+the switch interval, the warnings filters, whether the garbage collector runs, the standard
+streams (``sys.stdout`` / ``sys.stderr`` and file descriptors 1 and 2, e.g. after a job closed
+them), and the process state of :mod:`sweep.child.processstate` (umask, resource limits, CPU
+affinity, priority, signal mask, timers). What can't be restored in place is reported instead,
+and the parent replaces the child after that job: a thread or a file the job left open, a
+thread off the lease's cores, a limit that can't be raised again, and JAX's global
 configuration (``jax.config.update("jax_enable_x64", True)``, a default device, ...),
 compared with what it was before the job, or right after ``import jax`` for the job that
 imported it. Right after ``import jax`` the child also applies the JAX settings its parent
@@ -14,19 +19,20 @@ asked for (:mod:`sweep.child.jaxsettings`). Standard library only, like the rest
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import signal
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from sweep._compat import environ_snapshot
-from sweep.child import jaxsettings
+from sweep._compat import environ_snapshot, set_warnings_filters
+from sweep.child import jaxsettings, processstate
+from sweep.wire import jobref
 
-SIGNALS = tuple(
-    getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGCHLD")
-)
+SIGNALS = tuple(sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}))
 _STREAM_FDS: dict[int, int] = {}  # the child's own stdout and stderr fds, kept aside by start()
 _STREAMS: tuple[Any, ...] = ()
 _jax_at_import: dict[str, Any] | None = None
@@ -38,6 +44,9 @@ class State:
     environ: dict[bytes, bytes]
     handlers: dict[int, Any]
     jax_config: dict[str, Any] | None
+    interpreter: dict[str, Any]
+    modules: dict[str, Any]
+    process: processstate.ProcessState
 
 
 def _jax_config() -> dict[str, Any] | None:
@@ -47,8 +56,40 @@ def _jax_config() -> dict[str, Any] | None:
     return dict(values) if isinstance(values, dict) else None
 
 
+def _interpreter() -> dict[str, Any]:
+    """The interpreter's settings a job may change, each a copy."""
+    return {
+        "path": list(sys.path),
+        "meta_path": list(sys.meta_path),
+        "argv": list(sys.argv),
+        "recursion": sys.getrecursionlimit(),
+        "switch": sys.getswitchinterval(),
+        "warnings": list(warnings.filters),
+        "gc": gc.isenabled(),
+    }
+
+
+def _set_interpreter(before: dict[str, Any]) -> None:
+    # the job's own folder, put on sys.path by its loader, stays: later imports need it
+    sys.path[:] = [*before["path"], *(p for p in jobref.added_paths() if p not in before["path"])]
+    sys.meta_path[:] = before["meta_path"]
+    sys.argv[:] = before["argv"]
+    sys.setrecursionlimit(before["recursion"])
+    sys.setswitchinterval(before["switch"])
+    set_warnings_filters(before["warnings"])
+    gc.enable() if before["gc"] else gc.disable()
+
+
 def snapshot() -> State:
-    return State(os.getcwd(), environ_snapshot(), {s: signal.getsignal(s) for s in SIGNALS}, _jax_config())
+    return State(
+        os.getcwd(),
+        environ_snapshot(),
+        {s: signal.getsignal(s) for s in SIGNALS},
+        _jax_config(),
+        _interpreter(),
+        dict(sys.modules),
+        processstate.snapshot(),
+    )
 
 
 def restore(before: State) -> list[str]:
@@ -58,12 +99,15 @@ def restore(before: State) -> list[str]:
     if environ_snapshot() != before.environ:
         os.environ.clear()
         os.environ.update({os.fsdecode(k): os.fsdecode(v) for k, v in before.environ.items()})
-    signal.setitimer(signal.ITIMER_REAL, 0)
     for sig, handler in before.handlers.items():
         if signal.getsignal(sig) is not handler and handler is not None:
             signal.signal(sig, handler)
+    _set_interpreter(before.interpreter)
+    for name, module in before.modules.items():  # replaced or removed: put back; new ones stay
+        if sys.modules.get(name) is not module and not name.startswith(jobref.MODULE_PREFIX):
+            sys.modules[name] = module
     _restore_streams()
-    return _jax_changes(before.jax_config)
+    return processstate.restore(before.process) + _jax_changes(before.jax_config)
 
 
 def half_imported(before: set[str]) -> list[str]:

@@ -15,6 +15,13 @@ from pathlib import Path
 from sweep.errors import SweepError
 
 _LOADED: dict[tuple, Callable] = {}
+_ADDED_PATHS: list[str] = []  # job folders put on sys.path by _import, in order
+MODULE_PREFIX = "sweep_job_"  # a job file's module name: this and the file's stem
+
+
+def added_paths() -> list[str]:
+    """The job folders this process put on ``sys.path`` to import job files."""
+    return list(_ADDED_PATHS)
 
 
 class JobError(SweepError, ValueError):
@@ -57,7 +64,8 @@ class JobRef:
             folder = str(Path(self.target).parent)
             if folder not in sys.path:
                 sys.path.insert(0, folder)
-            name = "sweep_job_" + Path(self.target).stem
+                _ADDED_PATHS.append(folder)
+            name = MODULE_PREFIX + Path(self.target).stem
             spec = importlib.util.spec_from_file_location(name, self.target)
             if spec is None or spec.loader is None:
                 raise JobError(f"{self.target}: not a Python file that can be imported")

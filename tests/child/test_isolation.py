@@ -74,3 +74,28 @@ def test_a_failed_import_that_left_a_package_half_imported_replaces_the_child(po
     second = run(pool, "failing_import", folder=str(tmp_path))
     assert second.status == "done", second.error
     assert second.pid != first.pid  # the half-imported child was replaced
+
+
+def test_every_piece_of_process_state_a_job_changes_is_put_back_in_the_same_child(pool):
+    """Found: a job's umask 0o777, RLIMIT_NOFILE of 64 and all-CPU affinity reached the next jobs
+    of its warm child, undoing the cap. The job changes every piece of state the child restores
+    (sweep/child/isolation.py, sweep/child/processstate.py); the next sees the first's."""
+    first = run(pool, "process_state")
+    second = run(pool, "process_state", change=False)
+    assert first.status == second.status == "done", (first.error, second.error)
+    assert second.pid == first.pid  # all of it restorable in place: the warm child is kept
+    seen = [{k: v.values for k, v in r.outputs.items() if k != "pid"} for r in (first, second)]
+    assert seen[1] == seen[0]
+    assert seen[0]["ncpus"] == 1.0 and seen[0]["umask"] != 0o777 and seen[0]["gc"] == 1.0
+
+
+@pytest.mark.parametrize("leftover", ["leave_thread", "leave_file"])
+def test_a_thread_or_file_left_open_retires_the_child_before_the_next_job(pool, tmp_path, leftover):
+    """A leftover thread used to count against the next points' thread budgets."""
+    kwargs = {"leave_thread": True} if leftover == "leave_thread" else {"leave_file": str(tmp_path / "f")}
+    first = run(pool, "process_state", change=False, **kwargs)
+    second = run(pool, "process_state", change=False)
+    assert first.status == second.status == "done", (first.error, second.error)
+    assert second.pid != first.pid
+    assert second.outputs["py_threads"].values == first.outputs["py_threads"].values
+    assert second.outputs["tmp_files_open"].values == first.outputs["tmp_files_open"].values
