@@ -369,9 +369,16 @@ def _validate_args(q: argparse.ArgumentParser) -> None:
 
 @command("validate", "check a recipe and list the points it would run", _validate_args, prints=True)
 def _validate(args: argparse.Namespace) -> int:
+    from sweep.client import plan
+    from sweep.cluster import clusters
+    from sweep.store import ownership
+
     s = _load(args)
     r = s.recipe
     space = s.loaded.space
+    plan.preflight(s.loaded)  # every check before "OK": an error after it would contradict it
+    plan_line = clusters.plan_text(r.cluster, plan.placement(r), len(space))
+    ownership.check(s.output)
     print(f"recipe {s.loaded.source}: OK")
     print(f"  job       {s.loaded.job.label}")
     print(f"  space     {space.kind} {dict(zip(space.dims, space.shape))} = {len(space)} points")
@@ -394,11 +401,6 @@ def _validate(args: argparse.Namespace) -> int:
     )
     print(f"  cluster   {r.cluster.kind}")
     print(f"  output    {s.output}")
-    from sweep.client import plan
-    from sweep.cluster import clusters
-
-    plan.preflight(s.loaded)
-    plan_line = clusters.plan_text(r.cluster, plan.placement(r), len(space))
     print(f"  plan      {plan_line}")
     if s.loaded.search is not None:
         from sweep.model.searchspec import describe

@@ -24,6 +24,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -167,8 +168,23 @@ def _mapping_diff(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[
     return [
         f"{where}.{key}: {old.get(key, absent)!r} → {new.get(key, absent)!r}".replace("'(absent)'", absent)
         for key in sorted(set(old) | set(new))
-        if old.get(key, absent) != new.get(key, absent)
+        if not same(old.get(key, absent), new.get(key, absent))
     ]
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two recorded values are the same input: as ``==``, but NaN is the same as NaN
+    (a recipe's ``.nan`` is one value, written the same way each time), in lists and mappings
+    too, and ``1`` is not ``1.0`` nor ``True``."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return bool(a == b)
 
 
 def mixed(ran: list[tuple[int, Inputs]]) -> str:

@@ -27,6 +27,12 @@ from sweep.wire.jobref import JobError, JobRef
 
 STALL_S = 300.0  # resources.stall: a job whose processes use no CPU this long is stalled
 AUTO_CANDIDATES = (1, 2, 4)  # the k that `threads: auto` measures unless `threads_auto` names others
+# every number in a recipe has a range: past these a value is a typo, not a plan
+MAX_CORES = 1 << 16  # cores a point or a node may have
+MAX_DEVICES = 1024  # GPUs or TPUs a point or a node may have
+MAX_RETRIES = 1000
+MAX_THREADS = 1 << 20  # OS threads of a point
+MAX_JOBS = 100_000  # batch jobs of a cluster
 
 
 class _Model(BaseModel):
@@ -39,19 +45,19 @@ class Resources(_Model):
     points measure k among ``threads_auto`` (default 1, 2, 4: :mod:`sweep.client.autothreads`);
     ``threads`` is then the smallest candidate, what a plan counts with."""
 
-    threads: int = Field(1, ge=1)
+    threads: int = Field(1, ge=1, le=MAX_CORES)
     threads_auto: tuple[int, ...] | None = None
-    ranks: int = Field(1, ge=1)
-    gpus: float = Field(0.0, ge=0)
+    ranks: int = Field(1, ge=1, le=MAX_CORES)
+    gpus: float = Field(0.0, ge=0, le=MAX_DEVICES, allow_inf_nan=False)
     gpu_memory: int | None = Field(None, gt=0)
     tpus: Literal[0, 1, 2, 4, 8] = 0
     memory: int | None = Field(None, gt=0)
     timeout: float | None = Field(None, gt=0)
     stall: float | None = Field(STALL_S, gt=0)
-    retries: int = Field(0, ge=0)
+    retries: int = Field(0, ge=0, le=MAX_RETRIES)
     on_thread_overflow: Literal["warn", "fail"] = "warn"
-    thread_budget: int | None = Field(None, ge=1)
-    extra_threads: int = Field(0, ge=0)
+    thread_budget: int | None = Field(None, ge=1, le=MAX_THREADS)
+    extra_threads: int = Field(0, ge=0, le=MAX_THREADS)
     checkpoint_bytes: int = Field(64 << 20, gt=0)
     retry_memory: float | None = None
     expected: float | None = Field(None, gt=0)
@@ -140,13 +146,16 @@ class Resources(_Model):
     _timeout = field_validator("timeout", "stall", "expected", mode="before")(_duration)
 
 
+PLATFORMS = ("cpu", "gpu", "cuda", "rocm", "tpu", "metal")  # JAX_PLATFORMS' names
+
+
 class ChildSettings(_Model):
     """How job processes are started: capping, compile cache, recycling."""
 
     cap: bool = True
     compile_cache: str | bool = True
     platforms: str = "cpu"
-    max_jobs: int | None = Field(None, ge=1)  # None: sweep.wire.recycling's default
+    max_jobs: int | None = Field(None, ge=1, le=1 << 40)  # None: sweep.wire.recycling's default
     max_rss: int | None = Field(None, gt=0)
     env: dict[str, str] = {}
     preflight: bool = True
@@ -156,12 +165,45 @@ class ChildSettings(_Model):
 
     _max_rss = field_validator("max_rss", "log_bytes", mode="before")(_size)
 
+    @field_validator("platforms")
+    @classmethod
+    def _known_platforms(cls, value: str) -> str:
+        """A comma-separated list of JAX platforms (``JAX_PLATFORMS``)."""
+        names = [p.strip() for p in value.split(",")]
+        unknown = [p for p in names if p not in PLATFORMS]
+        if unknown or not names:
+            raise ValueError(
+                f"{value!r} names no JAX platform; give one or more of {', '.join(PLATFORMS)}, e.g. cpu"
+            )
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _variables(cls, env: dict[str, str]) -> dict[str, str]:
+        """Names a process environment can hold: not empty, no ``=`` and no NUL; values no NUL."""
+        for name, value in env.items():
+            if not name or "=" in name or "\x00" in name or "\x00" in value:
+                raise ValueError(
+                    f"{name!r}: an environment variable's name is a word without '=' (and neither "
+                    "holds a NUL); e.g. env: {OMP_PROC_BIND: close}"
+                )
+        return env
+
 
 class Adapt(_Model):
     """Let the number of batch jobs follow the work, between these bounds."""
 
-    minimum_jobs: int = Field(0, ge=0)
-    maximum_jobs: int = Field(..., ge=1)
+    minimum_jobs: int = Field(0, ge=0, le=MAX_JOBS)
+    maximum_jobs: int = Field(..., ge=1, le=MAX_JOBS)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Adapt:
+        if self.minimum_jobs > self.maximum_jobs:
+            raise ValueError(
+                f"minimum_jobs ({self.minimum_jobs}) is above maximum_jobs ({self.maximum_jobs}); "
+                "give minimum_jobs <= maximum_jobs"
+            )
+        return self
 
 
 class ClusterSettings(_Model):
@@ -173,13 +215,13 @@ class ClusterSettings(_Model):
 
     kind: Literal["local", "address", "slurm", "pbs", "sge", "lsf", "htcondor"] = "local"
     address: str | None = None
-    threads: int | None = Field(None, ge=1)
-    gpus: int | None = Field(None, ge=0)
-    tpus: int | None = Field(None, ge=0)
+    threads: int | None = Field(None, ge=1, le=MAX_CORES)
+    gpus: int | None = Field(None, ge=0, le=MAX_DEVICES)
+    tpus: int | None = Field(None, ge=0, le=MAX_DEVICES)
     dashboard: str = "127.0.0.1:8787"
-    cores: int | None = Field(None, ge=1)
+    cores: int | None = Field(None, ge=1, le=MAX_CORES)
     memory: str | None = None
-    jobs: int = Field(1, ge=0)
+    jobs: int = Field(1, ge=1, le=MAX_JOBS)
     adapt: Adapt | None = None
     security: bool = True
 
@@ -270,9 +312,14 @@ class Recipe(_Model):
         """Read, override (``key.sub=value``) and fully validate the recipe at ``path``."""
         path = Path(path)
         try:
-            text = path.read_text()
+            text = path.read_bytes().decode("utf-8-sig")
         except OSError as exc:
             raise RecipeError(f"{path}: cannot read the recipe: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            line = path.read_bytes()[: exc.start].count(b"\n") + 1
+            raise RecipeError(
+                f"{path}: line {line}: not UTF-8 text (byte {exc.object[exc.start]:#x}); save it as UTF-8"
+            ) from None
         try:
             data = load_yaml(text)
         except yaml.YAMLError as exc:
@@ -336,7 +383,12 @@ def _apply_override(data: dict, item: str, source: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise RecipeError(f"--set {item!r}: {part} is not a mapping in {source}")
-    node[parts[-1]] = load_yaml(raw)
+    try:
+        node[parts[-1]] = load_yaml(raw)
+    except yaml.YAMLError as exc:
+        raise RecipeError(
+            f"--set {item!r}: the value is not valid YAML ({getattr(exc, 'problem', None) or exc})"
+        ) from None
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:
@@ -351,7 +403,10 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
 
 def _describe(source: str, err: Any) -> str:
     loc = tuple(p for p in err["loc"] if not isinstance(p, str) or not p.startswith("function-"))
-    where = ".".join(str(p) for p in loc) or "(top level)"
+    where = (
+        ".".join(p if isinstance(p, str) and p.isprintable() else repr(p) for p in map(str, loc))
+        or "(top level)"
+    )
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         parent = _model_at(loc[:-1])

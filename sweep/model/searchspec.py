@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweep.model.space import Choices, SpaceError
+from sweep.model.space import Choices, SpaceError, parse_seed
 
 SAMPLERS = {
     "tpe": "TPESampler",
@@ -80,6 +80,12 @@ class SearchSpec:
         if "objective" not in search:
             raise SpaceError(f"{where}.objective: name the job output (or sweep.report key) to optimise")
         objectives = _names(f"{where}.objective", search["objective"], "the objective")
+        for o in objectives:
+            if not o.isidentifier():
+                raise SpaceError(
+                    f"{where}.objective: {o!r} can never be an output's name (a job's outputs are "
+                    "Python identifiers, e.g. transmission); name one the job returns or reports"
+                )
         directions = _names(f"{where}.direction", search.get("direction", "minimize"), "the direction")
         for d in directions:
             if d not in DIRECTIONS:
@@ -98,8 +104,8 @@ class SearchSpec:
                 f"{where}.sampler: {sampler} optimises one objective; use tpe, nsga2, gp or random"
             )
         seed = search.get("seed")
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise SpaceError(f"{where}.seed: give an integer, got {seed!r}")
+        if seed is not None:
+            seed = parse_seed(f"{where}.seed", seed)
         spec = cls(sampler, seed, objectives, directions)
         return spec if prune is None else spec._with_prune(prune)
 

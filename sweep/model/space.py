@@ -22,8 +22,17 @@ from typing import Any
 import numpy as np
 
 from sweep.errors import SweepError
+from sweep.wire.protocol import stored_fields
 
 POINT_DIM = "point"
+MAX_POINTS = 10_000_000  # random/lhs n and search n_trials: more is a typo, and memory runs out first
+INT64 = (-(2**63), 2**63 - 1)
+EXACT_INT = 2**53  # past it, a float cannot hold every integer: a mixed axis would change values
+# what an axis may not be named: the store's own variables and dims (a clash would overwrite
+# them), and names a zarr store or a file system can't hold as a member
+RESERVED = frozenset(
+    {"point_id", POINT_DIM, "trial", *(n for n in stored_fields())}  # noqa: C416
+)
 
 
 class SpaceError(SweepError, ValueError):
@@ -46,8 +55,28 @@ def point_id(params: Mapping[str, Any]) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
+def check_names(where: str, names: Any) -> None:
+    """SpaceError unless every parameter name in ``names`` can be a variable of the store: a
+    non-empty string, no ``/``, not ``.``-led, not one of the store's own (:data:`RESERVED`)."""
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise SpaceError(f"{where}: {name!r} can't be a parameter's name; use a word, e.g. beta")
+        if "/" in name or "\\" in name or name.startswith(".") or "\x00" in name:
+            raise SpaceError(
+                f"{where}.{name}: a parameter's name can't hold '/' or '\\' or start with '.' (the store "
+                "keeps each as a folder); rename it, e.g. to a word"
+            )
+        if name in RESERVED:
+            raise SpaceError(
+                f"{where}.{name}: {name!r} is a variable the store keeps for every point; rename the "
+                "parameter (e.g. to my_" + name + ")"
+            )
+
+
 def _axis_values(where: str, values: Any, unique: bool = True) -> np.ndarray:
-    """Validate one axis' values and return them as a 1-d numpy array (numbers or strings)."""
+    """Validate one axis' values and return them as a 1-d numpy array (numbers or strings),
+    every value exactly as written: NaN, integers past int64 and integers a float can't hold
+    beside floats are refused, naming the value."""
     if not isinstance(values, Sequence) or isinstance(values, str) or len(values) == 0:
         raise SpaceError(f"{where}: give a non-empty list of values, e.g. [1, 2, 4]")
     kinds = [_kind(v, where) for v in values]
@@ -57,12 +86,33 @@ def _axis_values(where: str, values: Any, unique: bool = True) -> np.ndarray:
                 f"{where}: value {v!r} is a {kind} among {kinds[0]}s (first: {values[0]!r}); keep one type "
                 "per axis (quote numbers meant as text)"
             )
+    if kinds[0] == "number":
+        _exact_numbers(where, values)
     if unique and len(set(values)) != len(values):
         dup = sorted({str(v) for v in values if list(values).count(v) > 1})
         raise SpaceError(f"{where}: repeated value(s) {dup}; each value once")
     if kinds[0] == "str":
         return np.array(list(values), dtype=object)
     return np.asarray(values)
+
+
+def _exact_numbers(where: str, values: Sequence[Any]) -> None:
+    """SpaceError for a value the store or the job would not get exactly as written."""
+    floats = any(isinstance(v, float | np.floating) for v in values)
+    for v in values:
+        if isinstance(v, float | np.floating) and math.isnan(v):
+            raise SpaceError(
+                f"{where}: NaN is not a value (it equals nothing, so its point could not be found again)"
+            )
+        if isinstance(v, int | np.integer) and not INT64[0] <= v <= INT64[1]:
+            raise SpaceError(
+                f"{where}: {v} is past the 64-bit integers the store holds; use a float or a string"
+            )
+        if floats and isinstance(v, int | np.integer) and abs(int(v)) > EXACT_INT and float(v) != int(v):
+            raise SpaceError(
+                f"{where}: {v} beside floats would become {float(v)!r}; write every value as an integer, "
+                "or this one as a string"
+            )
 
 
 def _kind(v: Any, where: str) -> str:
@@ -115,6 +165,7 @@ class Grid(Space):
     def __init__(self, axes: Mapping[str, Sequence[Any]]) -> None:
         if not axes:
             raise SpaceError("params.grid: give at least one axis, e.g. {beta: [1, 2]}")
+        check_names("params.grid", axes)
         self.axes = {n: _axis_values(f"params.grid.{n}", v) for n, v in axes.items()}
         self.dims = tuple(self.axes)
         self.shape = tuple(len(v) for v in self.axes.values())
@@ -132,6 +183,7 @@ class _Listed(Space):
     """Points along one ``point`` dim; each parameter is a coordinate on it."""
 
     def _set_columns(self, columns: Mapping[str, np.ndarray]) -> None:
+        check_names(f"params.{self.kind}", columns)
         self.columns = dict(columns)
         n = len(next(iter(self.columns.values())))
         self.dims, self.shape = (POINT_DIM,), (n,)
@@ -140,6 +192,17 @@ class _Listed(Space):
     def points(self) -> Iterator[Point]:
         for i in range(self.shape[0]):
             yield Point((i,), {n: _python(v[i]) for n, v in self.columns.items()})
+
+    def _refuse_repeats(self) -> None:
+        """SpaceError when two points are the same (they would share one id, log and checkpoint)."""
+        first: dict[str, int] = {}
+        for p in self.points():
+            seen = first.setdefault(p.id, p.index[0])
+            if seen != p.index[0]:
+                raise SpaceError(
+                    f"params.{self.kind}: points {seen} and {p.index[0]} are the same ({p.params}); "
+                    "give each point once"
+                )
 
 
 class Zip(_Listed):
@@ -155,6 +218,7 @@ class Zip(_Listed):
         if len(set(lengths.values())) != 1:
             raise SpaceError(f"params.zip: axes must have equal lengths, got {lengths}")
         self._set_columns(cols)
+        self._refuse_repeats()
 
 
 class Explicit(_Listed):
@@ -175,6 +239,7 @@ class Explicit(_Listed):
         for k in keys:
             cols[k] = _axis_values(f"params.list[*].{k}", [row[k] for row in rows], unique=False)
         self._set_columns(cols)
+        self._refuse_repeats()
 
 
 @dataclass(frozen=True)
@@ -199,10 +264,24 @@ def _bounds(where: str, spec: Any) -> Bounds:
     extra = set(spec) - {"low", "high", "log", "integer"}
     if extra:
         raise SpaceError(f"{where}: unknown key(s) {sorted(extra)}; allowed: low, high, log, integer")
+    for flag in ("log", "integer"):
+        if not isinstance(spec.get(flag, False), bool):
+            raise SpaceError(f"{where}.{flag}: {spec[flag]!r} is not true or false; write {flag}: true")
+    if any(isinstance(spec[k], bool) or not isinstance(spec[k], int | float) for k in ("low", "high")):
+        raise SpaceError(f"{where}: low and high must be numbers (got {spec['low']!r}, {spec['high']!r})")
     try:
         b = Bounds(float(spec["low"]), float(spec["high"]), bool(spec.get("log")), bool(spec.get("integer")))
-    except (TypeError, ValueError):
-        raise SpaceError(f"{where}: low and high must be numbers") from None
+    except OverflowError:
+        raise SpaceError(f"{where}: low and high must be finite numbers") from None
+    if not (math.isfinite(b.low) and math.isfinite(b.high) and math.isfinite(b.high - b.low)):
+        raise SpaceError(
+            f"{where}: low ({b.low}) and high ({b.high}) must be finite, and so must their distance"
+        )
+    if b.integer and max(abs(b.low), abs(b.high)) > EXACT_INT:
+        raise SpaceError(
+            f"{where}: an integer axis draws within ±2**53 ({EXACT_INT}), where every integer is exact; "
+            f"got [{spec['low']}, {spec['high']}]"
+        )
     if not b.low < b.high:
         raise SpaceError(f"{where}: low ({b.low}) must be below high ({b.high})")
     if b.log and b.low <= 0:
@@ -219,10 +298,11 @@ class Random(_Listed):
 
     def __init__(self, n: int, seed: int, axes: Mapping[str, Any]) -> None:
         where = f"params.{self.kind}"
-        if not isinstance(n, int) or n < 1:
-            raise SpaceError(f"{where}.n: give a positive number of points, got {n!r}")
-        if not axes:
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_POINTS:
+            raise SpaceError(f"{where}.n: give a number of points from 1 to {MAX_POINTS:,}, got {n!r}")
+        if not isinstance(axes, Mapping) or not axes:
             raise SpaceError(f"{where}.axes: give at least one axis, e.g. {{lr: [0.001, 0.1]}}")
+        check_names(f"{where}.axes", axes)
         bounds = {name: _bounds(f"{where}.axes.{name}", spec) for name, spec in axes.items()}
         unit = self._unit(n, len(bounds), seed)
         self._set_columns({name: b.scale(unit[:, j]) for j, (name, b) in enumerate(bounds.items())})
@@ -290,13 +370,14 @@ class Trials(Space):
         if unknown:
             raise SpaceError(f"{where}: unknown key(s) {unknown}; allowed: {', '.join(SEARCH_KEYS)}")
         n = spec.get("n_trials")
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise SpaceError(f"{where}.n_trials: give a positive number of trials, got {n!r}")
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_POINTS:
+            raise SpaceError(f"{where}.n_trials: give a number of trials from 1 to {MAX_POINTS:,}, got {n!r}")
         axes = spec.get("axes")
         if not isinstance(axes, Mapping) or not axes:
             raise SpaceError(
                 f"{where}.axes: give at least one axis, e.g. {{lr: {{low: 1e-4, high: 0.1, log: true}}}}"
             )
+        check_names(f"{where}.axes", axes)
         self.axes = {name: _search_axis(f"{where}.axes.{name}", a) for name, a in axes.items()}
         self.dims, self.shape = (TRIAL_DIM,), (n,)
         self.coords = {name: ((TRIAL_DIM,), _unset(a, n)) for name, a in self.axes.items()}
@@ -326,6 +407,13 @@ SPACES = {
 }  # fmt: skip
 
 
+def parse_seed(where: str, value: Any) -> int:
+    """A seed: a whole number from 0 to 2**63 - 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64[1]:
+        raise SpaceError(f"{where}: give a whole number from 0 to 2**63 - 1, got {value!r}")
+    return value
+
+
 def build_space(kind: str, spec: Any) -> Space:
     """Build the space named ``kind`` from its recipe value."""
     if kind in ("grid", "zip"):
@@ -339,7 +427,9 @@ def build_space(kind: str, spec: Any) -> Space:
     if kind in ("random", "lhs"):
         if not isinstance(spec, Mapping) or set(spec) - {"n", "seed", "axes"} or "n" not in spec:
             raise SpaceError(f"params.{kind}: give {{n: 16, seed: 0, axes: {{x: [0, 1]}}}}")
-        return SPACES[kind](spec["n"], int(spec.get("seed", 0)), spec.get("axes") or {})
+        return SPACES[kind](
+            spec["n"], parse_seed(f"params.{kind}.seed", spec.get("seed", 0)), spec.get("axes") or {}
+        )
     if kind == "search":
         if not isinstance(spec, Mapping):
             raise SpaceError("params.search: give {sampler: tpe, n_trials: 50, axes: {...}, objective: NAME}")

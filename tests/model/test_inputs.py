@@ -268,3 +268,21 @@ def test_the_environment_the_children_inherit_is_an_input(client, tmp_path, caps
     monkeypatch.setenv("JAX_DEFAULT_MATMUL_PRECISION", "float32")
     rc, err = submit(recipe(tmp_path), capsys)
     assert rc == 2 and "environment.JAX_DEFAULT_MATMUL_PRECISION: (absent) → 'float32'" in err, err
+
+
+def test_a_nan_in_params_fixed_is_the_same_input_on_a_rerun(client, tmp_path, capsys):
+    """Found: `fixed: {scale: .nan}` blocked every rerun ("params.fixed.scale: nan → nan", exit 2)."""
+    path = recipe(tmp_path, fixed={"scale": float("nan")})
+    assert submit(path, capsys)[0] == 0
+    rc, err = submit(path, capsys, "--only", "failed")
+    assert rc == 0, err
+    rc, err = submit(path, capsys, "--set", "params.fixed.scale=1.0")
+    assert rc == 2 and "params.fixed.scale: nan → 1.0" in err, err
+
+
+def test_recorded_values_compare_as_inputs():
+    from sweep.model.inputs import same
+
+    nan = float("nan")
+    assert same(nan, nan) and same([1, {"a": nan}], [1, {"a": nan}])
+    assert not same(1, 1.0) and not same(1, True) and not same(nan, 1.0) and not same([nan], [nan, nan])

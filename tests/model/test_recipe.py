@@ -14,7 +14,7 @@ QUICKSTART = ROOT / "recipes" / "quickstart.yaml"
 
 
 def expected(path: Path) -> str:
-    first = path.read_text().splitlines()[0]
+    first = path.read_bytes().decode(errors="replace").splitlines()[0]  # not_utf8.yaml is not
     assert first.startswith("# expect: "), path
     return first.removeprefix("# expect: ")
 
