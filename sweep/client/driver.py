@@ -331,14 +331,26 @@ def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> Dr
         if proc.poll() == 0:
             return None
         if proc.returncode is not None:
-            tail = _tail(log)
+            tail, free = _tail(log), _free_bytes(output)
+            full = not tail and free is not None and free < 1 << 20
+            if not tail:  # the log is empty: a disk too full to write it, or say where to look
+                tail = f"the disk of {output} is full ({free} bytes free)" if full else f"(nothing in {log})"
             if made and not holds_data(output):
                 shutil.rmtree(output, ignore_errors=True)  # nothing ran: leave nothing behind
             error = SweepError(f"the sweep ended at once (exit code {proc.returncode}):\n{tail}")
-            error.exit_code = proc.returncode  # the foreground's own: 2 bad input, 3 a full disk
+            # the foreground's own: 2 bad input, 3 a full disk
+            error.exit_code = 3 if full else proc.returncode
             raise error
         time.sleep(0.2)
     raise SweepError(f"the sweep did not start within {wait_s:.0f} s (pid {proc.pid}); see {log}")
+
+
+def _free_bytes(output: Path) -> int | None:
+    try:
+        vfs = os.statvfs(output)
+    except OSError:
+        return None
+    return vfs.f_bavail * vfs.f_frsize
 
 
 def _tail(path: Path, lines: int = 15) -> str:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, cast
 
 from sweep import provenance
 from sweep.client import checks, plan, search, startup
-from sweep.client.listeners.base import Listener, Run
+from sweep.client.listeners.base import Listener, Run, end_listeners
 from sweep.client.listeners.checkpoints import RunCheckpoints
 from sweep.client.listeners.driverstate import DriverStateListener
 from sweep.client.listeners.fit import FitListener
@@ -227,14 +227,17 @@ class Execution:
         run.client.subscribe_topic(run.topic, on_event)
         for listener in listeners:
             listener.on_start(run)
+        ending: BaseException | None = None
         try:
             RunLoop(run, writer, listeners, self._mark, self.recipe.child.log_bytes).loop()
+        except BaseException as exc:
+            ending = exc
+            raise
         finally:
             run.client.unsubscribe_topic(run.topic)
-            for listener in listeners:
-                listener.on_end(run)
             self.stats["store_s"] += writer.store_s
             self.stats["points_run"] += writer.points
+            end_listeners(run, listeners, ending)
 
     def _announce(self, client: Client, store: Store, todo: PointMask) -> None:
         """The /sweep page registered and told of the sweep, ``on_start`` called, the

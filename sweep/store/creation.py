@@ -4,7 +4,6 @@ their chunks; the zarr group opened for reading or writing."""
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import math
@@ -23,14 +22,11 @@ import numpy as np
 from sweep import provenance
 from sweep._compat import text_dtype
 from sweep.store import integrity, layout, ownership
-from sweep.store.errors import StoreFull
+from sweep.store.errors import UNWRITABLE, StoreFull
 from sweep.store.layout import ADDING, METADATA, NOT_DATA
 from sweep.wire.protocol import FINISHED, stored_fields
 
 log = logging.getLogger(__name__)
-
-
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 POINTS_PER_CHUNK = 4096
@@ -105,7 +101,7 @@ def _create(path: Path, loaded: Any, fingerprint: str) -> None:
         _build(staging, loaded, fingerprint)
         _swap_in(path, staging)
     except OSError as exc:
-        if exc.errno in NO_SPACE:
+        if exc.errno in UNWRITABLE:
             raise StoreFull(
                 f"cannot create {path}: {exc.strerror}; nothing ran. Free space and submit again"
             ) from None

@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 from sweep.errors import SweepError
+
+# what a file system answers when it takes no more: full, over quota, past the file size
+# limit (`ulimit -f`), read-only
+UNWRITABLE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
 
 class StoreFull(SweepError, RuntimeError):
-    """The store's file system is full (or over quota); points already written are kept."""
+    """The store's file system takes no more (full, over quota, past ``ulimit -f``, read-only:
+    :data:`UNWRITABLE`); points already written are kept."""
 
     exit_code = 3
+
+
+@contextmanager
+def writing(path: Path, what: str = "write") -> Iterator[None]:
+    """Turn an :data:`UNWRITABLE` OSError inside into StoreFull: ``cannot WHAT PATH: REASON``."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE:
+            raise
+        raise StoreFull(f"cannot {what} {path}: {exc.strerror}") from None
 
 
 class StoreGone(SweepError, RuntimeError):

@@ -22,7 +22,6 @@ import numpy as np
 from sweep.model import inputs
 from sweep.store import consolidated, growth, integrity, layout, ownership
 from sweep.store.creation import (
-    NO_SPACE,
     RECORD_VARS,
     NewOutput,
     _add_record_vars,
@@ -37,7 +36,7 @@ from sweep.store.creation import (
     _staging,
     _swap_in,
 )
-from sweep.store.errors import StoreFull, StoreMismatch
+from sweep.store.errors import UNWRITABLE, StoreFull, StoreMismatch
 from sweep.store.layout import METADATA
 from sweep.store.lock import StoreLock
 from sweep.store.runs import inputs_ran
@@ -55,7 +54,7 @@ def lock(path: Path) -> StoreLock:
     try:
         return StoreLock(path)
     except OSError as exc:
-        if exc.errno not in NO_SPACE:
+        if exc.errno not in UNWRITABLE:
             raise
         if made:
             shutil.rmtree(path, ignore_errors=True)

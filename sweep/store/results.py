@@ -160,6 +160,19 @@ def export(ds: Any, target: Path) -> str:
     dataset as netCDF (text variables as fixed strings)."""
     from sweep.store import RECORD_VARS
 
+    if target.suffix not in (".csv", ".nc", ".nc4"):
+        raise UsageError(f"--export {target}: use a .nc or .csv file name")
+    if not target.parent.is_dir():
+        raise UsageError(
+            f"--export {target}: the folder {target.parent} does not exist; make it first or name another"
+        )
+    try:
+        return _write(ds, target, RECORD_VARS)
+    except OSError as exc:
+        raise UsageError(f"--export {target}: cannot write it: {exc.strerror or exc}") from None
+
+
+def _write(ds: Any, target: Path, record_vars: Any) -> str:
     if target.suffix == ".csv":
         table, left_out = _point_table(ds)
         table.to_csv(target)
@@ -169,12 +182,11 @@ def export(ds: Any, target: Path) -> str:
         return line
     if target.suffix in (".nc", ".nc4"):
         out = ds.copy()
-        for name in RECORD_VARS:
+        for name in record_vars:
             if out[name].dtype.kind in "OTU":
                 out[name] = out[name].astype(str)
         out.to_netcdf(target)
-        return f"wrote {target}: the whole dataset ({len(out.data_vars)} variables)"
-    raise UsageError(f"--export {target}: use a .nc or .csv file name")
+    return f"wrote {target}: the whole dataset ({len(ds.data_vars)} variables)"
 
 
 def _point_table(ds: Any) -> tuple[Any, list[str]]:

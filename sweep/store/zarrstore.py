@@ -28,7 +28,6 @@ import numpy as np
 from sweep import _compat
 from sweep.store import consolidated, growth, integrity, opening
 from sweep.store.creation import (
-    NO_SPACE,
     RECORD_VARS,
     _coordinates,
     _now,
@@ -36,7 +35,7 @@ from sweep.store.creation import (
     _outputs,
     _padded,
 )
-from sweep.store.errors import StoreFull, StoreGone
+from sweep.store.errors import UNWRITABLE, StoreFull, StoreGone, writing
 from sweep.store.inputsrecord import InputsRecord
 from sweep.store.layout import METADATA
 from sweep.store.lock import StoreLock
@@ -189,7 +188,7 @@ class Store:
             return
         try:
             self.set_attrs(sweep_last_end=_now(), sweep_run_state=state)
-        except OSError as exc:
+        except (OSError, StoreFull) as exc:
             log.warning("%s: could not record the end of the run: %s", self.path, exc)
 
     def attr(self, name: str) -> str | None:
@@ -198,7 +197,10 @@ class Store:
         return None if value is None else str(value)
 
     def set_attrs(self, **attrs: Any) -> None:
-        self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
+        """Set store attributes (JSON text for structured ones); StoreFull when the file system
+        takes no more."""
+        with writing(self.path):
+            self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
 
     # -- writing ------------------------------------------------------------------------
     def write(self, records: list[PointRecord]) -> list[PointRecord]:
@@ -213,7 +215,7 @@ class Store:
         try:
             return self._write(records)
         except OSError as exc:
-            if exc.errno not in NO_SPACE:
+            if exc.errno not in UNWRITABLE:
                 raise
             if len(records) == 1:
                 return self._write_one(records[0])
@@ -224,7 +226,7 @@ class Store:
         try:
             return self._write([record], skip_same=True)
         except OSError as exc:
-            if exc.errno not in NO_SPACE:
+            if exc.errno not in UNWRITABLE:
                 raise
             raise StoreFull(f"cannot write {self.path}: {exc.strerror}") from None
 

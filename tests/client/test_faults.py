@@ -448,3 +448,47 @@ def test_a_half_store_is_one_line_for_every_command(client, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and str(out) in err, (argv, err)
     assert main(["submit", str(recipe), "--no-progress", "--force"]) == 0
+
+
+@pytest.mark.slow
+@root_only("mounting a tmpfs")
+def test_a_disk_that_fills_as_the_run_ends_is_still_one_line_exit_3(tmp_path, mounted):
+    """Found: 40 points of array outputs on a 3 MiB tmpfs gave StoreFull, then the end-of-run
+    listener saving what the run learned raised `OSError: [Errno 28]` over it: two tracebacks."""
+    disk = tmpfs(tmp_path, mounted, "3m")
+    out = disk / "out.zarr"
+    run = cli_submit(big_recipe(tmp_path, out, points=40))
+    assert run.returncode == 3, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith(f"sweep submit: error: cannot write {out}: ")
+
+
+@pytest.mark.slow
+def test_a_file_size_limit_is_one_line_exit_3(tmp_path):
+    """Found: `ulimit -f` (EFBIG) on a store write was a traceback, not exit 3."""
+    import resource
+
+    out = tmp_path / "out.zarr"
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    run = cli_submit(big_recipe(tmp_path, out, points=8), preexec_fn=limited)
+    assert run.returncode == 3, run.stderr
+    assert "Traceback" not in run.stderr and "File too large" in run.stderr, run.stderr
+
+
+@pytest.mark.slow
+@root_only("mounting a tmpfs")
+def test_a_detached_run_on_a_disk_with_no_room_for_its_log_says_why(tmp_path, mounted):
+    """Found: "the sweep ended at once (exit code 1):" and nothing after the colon."""
+    disk = tmpfs(tmp_path, mounted, "64k")
+    (disk / "out.zarr").mkdir()
+    with contextlib.suppress(OSError), open(disk / "filler", "wb") as f:
+        while True:
+            f.write(b"\0" * 4096)
+            f.flush()
+    run = cli_submit(big_recipe(tmp_path, disk / "out.zarr"), "--detach")
+    assert run.returncode == 3, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert not run.stderr.rstrip().endswith(":") and f"the disk of {disk / 'out.zarr'} is full" in run.stderr

@@ -1,6 +1,7 @@
 """Reading a store back (sweep/store/results.py)."""
 
 import numpy as np
+import pytest
 
 from sweep import open_results
 from sweep.model.recipe import Recipe
@@ -42,3 +43,12 @@ def test_a_non_grid_spaces_parameters_follow_point_id_by_name(out, tmp_path):
     header = (tmp_path / "x.csv").read_text().splitlines()[0].split(",")
     assert header[:6] == ["point", "point_id", "offset", "seconds", "x", "status"]
     assert header[6] == "y"
+
+
+def test_an_export_into_a_missing_folder_is_one_line(tmp_path):
+    import xarray as xr
+
+    from sweep.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"the folder .*nodir does not exist"):
+        export(xr.Dataset(), tmp_path / "nodir" / "x.csv")

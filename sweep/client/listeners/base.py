@@ -14,7 +14,10 @@ known thread:
 4. :meth:`~Listener.on_records` with the records of finished points, on the run's thread,
    before they are written: it returns them, changed or not; listeners are chained in order;
 5. :meth:`~Listener.on_end` once, on the run's thread, after the loop ends however it ends
-   (finished, cancelled or raising).
+   (finished, cancelled or raising), for every listener even when one before it raised
+   (:func:`end_listeners`). An error inside ``on_end`` never replaces the one that ended the
+   run (it is logged); when the run ended well, the first such error is raised after all
+   listeners have ended.
 
 A listener may end the run with an error (:meth:`Run.stop`): queued and running points are
 cancelled, finished ones kept, and the error is raised once the store is closed. It must not
@@ -24,11 +27,14 @@ at every moment: a listener overrides the moments it needs.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sweep.wire import events
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -80,3 +86,31 @@ class Listener:
 
     def on_end(self, run: Run) -> None:
         """The loop has ended."""
+
+
+def end_listeners(run: Run, listeners: list[Listener], ending: BaseException | None) -> None:
+    """Call every listener's :meth:`~Listener.on_end`; see the module docstring. ``ending``:
+    the error that ended the loop, if any (it goes on; nothing here replaces it).
+
+    Examples
+    --------
+    >>> class Fails(Listener):
+    ...     def on_end(self, run): raise OSError(28, "No space left on device")
+    >>> ended = []
+    >>> class Notes(Listener):
+    ...     def on_end(self, run): ended.append(True)
+    >>> end_listeners(None, [Fails(), Notes()], KeyboardInterrupt())  # logged, not raised
+    >>> ended
+    [True]
+    """
+    first: Exception | None = None
+    for listener in listeners:
+        try:
+            listener.on_end(run)
+        except Exception as exc:
+            if ending is None and (run is None or run.failure is None) and first is None:
+                first = exc
+            else:
+                log.warning("%s could not end (%s) after the run's own end", type(listener).__name__, exc)
+    if first is not None:
+        raise first
