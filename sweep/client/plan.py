@@ -96,9 +96,9 @@ MPI_TIMEOUT_FACTOR = 3.0  # an MPI point without resources.timeout: this times r
 
 def point_timeout(recipe: Recipe) -> float | None:
     """A point's wall-time limit: ``resources.timeout``; for an MPI point without one,
-    ``MPI_TIMEOUT_FACTOR`` times ``resources.expected``. Open MPI's ranks busy-poll while they
-    wait in a collective, so a world with one rank hung still uses CPU and the stall watch never
-    fires: without a timeout such a point would hold its cores for ever."""
+    ``MPI_TIMEOUT_FACTOR`` times ``resources.expected``: a bound beside the stall watch, which
+    judges each rank by its own CPU time (Open MPI's ranks busy-poll while they wait in a
+    collective, so the world's CPU time grows while one rank hangs)."""
     r = recipe.resources
     if r.timeout is None and r.ranks > 1 and r.expected:
         return MPI_TIMEOUT_FACTOR * r.expected

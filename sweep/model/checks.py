@@ -60,14 +60,14 @@ def _check_walltime(recipe: Recipe, source: str) -> None:
 
 
 def _check_mpi_timeout(recipe: Recipe, source: str) -> None:
-    """Warn when an MPI point has no wall-time limit at all (see :func:`sweep.client.plan.point_timeout`)."""
+    """Warn when an MPI point has no limit that would end a hung rank: no stall watch (the
+    watch judges each rank on its own CPU time), no timeout and no expected time."""
     r = recipe.resources
-    if r.ranks > 1 and r.timeout is None and r.expected is None:
+    if r.ranks > 1 and r.stall is None and r.timeout is None and r.expected is None:
         warnings.warn(
-            f"{source}: an MPI point (resources.ranks {r.ranks}) has neither resources.timeout nor "
-            "resources.expected: a hung rank is never caught (the other ranks busy-poll, so the stall "
-            "watch sees CPU in use) and would hold its cores for ever. Set resources.expected (the "
-            "timeout is then 3x it) or resources.timeout",
+            f"{source}: an MPI point (resources.ranks {r.ranks}) has resources.stall off and neither "
+            "resources.timeout nor resources.expected: a hung rank would hold its cores for ever. Set "
+            "resources.stall, resources.expected (the timeout is then 3x it) or resources.timeout",
             SweepWarning,
             stacklevel=5,
         )

@@ -51,22 +51,18 @@ from sweep.wire.protocol import (
     Status,
 )
 from sweep.wire.task import Limits
-from sweep.worker import gpus
 from sweep.worker.childlog import ChildLog
 from sweep.worker.devices import Held
-from sweep.worker.gpus import GPU
 from sweep.worker.oomkills import OomWatch
 from sweep.worker.process import ChildDied, Process, spawn
 from sweep.worker.replies import Job, Replies
+from sweep.worker.watch import TREE, Watch
 
 if TYPE_CHECKING:
     from sweep.worker.checkpoints import PointCheckpoints
 
 log = logging.getLogger(__name__)
 
-SAMPLE_S = 0.1
-LIVE_EVERY_S = 2.0  # how often a running job's samples are passed on (the /sweep page)
-GPU_SAMPLE_S = 1.0  # how often a GPU point's device memory is read (a subprocess: nvidia-smi)
 STACKS_SIGNAL = signal.SIGUSR1  # the child dumps its Python threads' stacks on it (faulthandler)
 STACKS_WAIT_S = 1.0
 START_TIMEOUT_S = 120.0
@@ -235,7 +231,7 @@ class Child(Replies):
         except OSError:
             self._record_death(record)
         else:
-            self._watch(job_, limits, t0, on_sample)
+            Watch(self, job_, limits, t0, on_sample).run()
         return self._end(job_, limits, t0)
 
     def run_many(
@@ -273,7 +269,7 @@ class Child(Replies):
                 on_next(i)
             on_report, checkpoints = hooks(i) if hooks is not None else (None, None)
             one = Job(self._new_record(), 1, on_report, checkpoints)
-            self._watch(one, limits, t0)
+            Watch(self, one, limits, t0).run()
             records.append(self._end(one, limits, t0))
             if not one.replied or self.closed or self.unrestorable:  # gone, or to be replaced
                 break
@@ -305,53 +301,10 @@ class Child(Replies):
             record.wall_s = time.monotonic() - t0
         return record
 
-    def _watch(
-        self,
-        job: Job,
-        limits: Limits,
-        t0: float,
-        on_sample: Callable[[int, int, float, float], None] | None = None,
-    ) -> None:
-        """Wait for the job's end, sampling the tree every SAMPLE_S and enforcing ``limits``."""
-        record = job.record
-        deadline = t0 + limits.timeout if limits.timeout else math.inf
-        peak_threads = peak_rss = gpu = 0
-        cpu, busy = -1.0, t0  # the tree's CPU seconds at the last sample; when they last grew
-        told = looked = t0  # when on_sample was last called; when device memory was last read
-        while True:
-            if self._wait_readable(min(SAMPLE_S, deadline - time.monotonic())):
-                if self._take_reply(job):
-                    break
-                continue
-            threads, rss, cpu_now = self._sample()
-            peak_threads, peak_rss = max(peak_threads, threads), max(peak_rss, rss)
-            now = time.monotonic()
-            if cpu_now != cpu:
-                cpu, busy = cpu_now, now
-            if on_sample is not None and now - told >= LIVE_EVERY_S:
-                on_sample(threads, rss, cpu_now, now - t0)
-                told = now
-            if self.devices is not None and self.devices.kind is GPU and now - looked >= GPU_SAMPLE_S:
-                gpu = gpus.used_memory([self.pid, *(p.pid for p in self.process.started)])
-                record.peak_gpu_memory = max(record.peak_gpu_memory, gpu)
-                looked = now
-            if not self.alive():
-                self._record_death(record)
-                break
-            hit = limits.exceeded(now - t0, rss, threads, idle=now - busy, gpu=gpu)
-            if hit:
-                if hit[0] == "stalled":
-                    self._dump_stacks()
-                self._record_kill(record, *hit)
-                break
-        record.peak_threads = max(record.peak_threads, peak_threads)
-        record.peak_rss = max(record.peak_rss, peak_rss)
-        # a job shorter than SAMPLE_S is seen only by its end-of-job count and a last sample
-        if self.alive() and limits.max_threads:
-            record.peak_threads = max(record.peak_threads, self._sample()[0])
-            hit = limits.exceeded(0.0, 0, record.peak_threads)
-            if hit:
-                self._record_kill(record, *hit)
+    def progress_cpu(self, cpu: float) -> dict[str, float]:
+        """The processes whose progress a stall is judged by, with their CPU seconds: the whole
+        tree's, for a one-process point (:class:`sweep.worker.watch.Progress`)."""
+        return {TREE: cpu}
 
     def _record_death(self, record: PointRecord) -> None:
         record.signal, record.exit_code, record.error = self.process.how_it_ended()

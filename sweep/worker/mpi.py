@@ -21,10 +21,12 @@ ends). It holds ``n * k`` leased cores (``k`` = ``resources.threads``) and start
   runs it, as ``mpirun python script.py`` would. Rank 0's return value, reports and
   checkpoints are the point's; other ranks' are ignored, and :func:`sweep.restore` answers
   every rank with rank 0's last checkpoint.
-* **Limits.** Timeout, memory (RSS summed over the launcher and all ranks), stall and thread
-  overflow apply to the whole tree. A rank that fails or dies mid-job fails the point,
-  naming the rank; the whole tree is then killed, so nothing is left running. The thread
-  budget of an MPI point is ``n * (budget(k) + RANK_THREADS) + LAUNCHER_THREADS``.
+* **Limits.** Timeout, memory (RSS summed over the launcher and all ranks) and thread
+  overflow apply to the whole tree; a stall is judged rank by rank: a rank whose own CPU time
+  does not grow for ``resources.stall`` while the others spin waiting for it. A rank that fails
+  or dies mid-job fails the point, naming the rank; the whole tree is then killed, so nothing
+  is left running. The thread budget of an MPI point is
+  ``n * (budget(k) + RANK_THREADS) + LAUNCHER_THREADS``.
 * **Measured.** Peak threads and RSS are summed over the tree, as for any point, and kept
   per rank too (``rank_threads``, ``rank_rss``).
 
@@ -176,6 +178,7 @@ class MpiChild(Child):
         self.rank_fds: dict[int, int] = {}
         self.rank_procs: dict[int, psutil.Process] = {}
         self.rank_peaks: dict[int, tuple[int, int]] = {}
+        self.rank_cpu: dict[int, float] = {}  # each rank's CPU seconds at the last sample
         self._ready_fd = -1
         self._dead_rank: int | None = None
         super().__init__(cores, config, devices)
@@ -313,12 +316,20 @@ class MpiChild(Child):
         for r, p in self.rank_procs.items():
             try:
                 with p.oneshot():
-                    threads, rss = p.num_threads(), p.memory_info().rss
+                    threads, rss, times = p.num_threads(), p.memory_info().rss, p.cpu_times()
             except psutil.Error:
                 continue
             t, m = self.rank_peaks.get(r, (0, 0))
             self.rank_peaks[r] = (max(t, threads), max(m, rss))
+            self.rank_cpu[r] = times.user + times.system + times.children_user + times.children_system
         return sampled
+
+    def progress_cpu(self, cpu: float) -> dict[str, float]:
+        """Each rank's own CPU seconds: a rank that makes no progress is a stall, even while
+        rank 0 busy-polls waiting for it (see :mod:`sweep.worker.watch`)."""
+        if not self.rank_cpu:
+            return super().progress_cpu(cpu)
+        return {f"rank {r}": c for r, c in sorted(self.rank_cpu.items())}
 
     def close(self, timeout: float = 5.0) -> None:
         """Tell every rank to exit, then as :meth:`Child.close`."""

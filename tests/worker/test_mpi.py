@@ -190,10 +190,23 @@ def test_an_mpi_point_gets_a_timeout_from_expected_and_a_warning_without_either(
     assert plan.point_timeout(recipe) == 60.0 and not said
     recipe, said = loaded(ranks=2, expected="20s", timeout="5s")
     assert plan.point_timeout(recipe) == 5.0
-    recipe, said = loaded(ranks=2)
-    assert plan.point_timeout(recipe) is None and any("a hung rank is never caught" in s for s in said)
+    recipe, said = loaded(ranks=2)  # the stall watch judges each rank: no warning
+    assert plan.point_timeout(recipe) is None and not said
+    recipe, said = loaded(ranks=2, stall="none")
+    assert plan.point_timeout(recipe) is None and any("would hold its cores for ever" in s for s in said)
     recipe, said = loaded(expected="20s")  # one process: the stall watch sees a hang
     assert plan.point_timeout(recipe) is None and not said
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_a_hung_rank_is_a_stall_while_rank_0_spins_and_nothing_is_left_running(tmp_path):
+    """Found: rank 1 asleep while rank 0 busy-polls in an allreduce never tripped `stall: 5s`;
+    the point ended at its 90 s timeout."""
+    ds = one_point(tmp_path, {"hang_rank": 1}, stall="3s", timeout="90s")
+    error = ds["error"].item()
+    assert ds["status"].item() == "stalled" and "rank 1 used no CPU time" in error, error
+    assert not leftovers()
 
 
 @needs_mpi

@@ -57,7 +57,7 @@ def test_the_memory_limit_reads_oom_and_a_retry_gets_twice_the_memory(client, tm
 
 
 def test_a_retry_memory_that_is_no_factor_is_refused():
-    with pytest.raises(ValueError, match="not a factor above 1; write e.g. 2x"):
+    with pytest.raises(ValueError, match=r"not a factor above 1 \(up to 1000\); write e.g. 2x"):
         Sweep(f"{JOBS}:allocate", {"grid": {"x": [0]}}, resources={"retry_memory": "half"})
 
 
