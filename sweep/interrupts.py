@@ -63,6 +63,7 @@ def install() -> None:
         previous(unraisable)
 
     hook._redelivers_interrupts = True  # type: ignore[attr-defined]
+    _REDELIVERY_CODE.add(hook.__code__)
     sys.unraisablehook = hook
 
 
@@ -132,7 +133,9 @@ def out_of_importlib(handler: Any) -> Any:
     importlib's code: then :func:`redeliver`."""
 
     def defer(signum: int, frame: FrameType | None) -> None:
-        if frame is not None and frame.f_code.co_filename.startswith(IMPORTLIB_CODE):
+        if frame is not None and (
+            frame.f_code.co_filename.startswith(IMPORTLIB_CODE) or _redelivering(frame)
+        ):
             redeliver()
             return
         handler(signum, frame)
@@ -145,6 +148,17 @@ on_sigint = out_of_importlib(signal.default_int_handler)
 """Python's SIGINT handler (``KeyboardInterrupt``), except in importlib's code: :func:`redeliver`."""
 
 
+def _redelivering(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside :func:`redeliver` or the unraisable hook: a SIGINT that
+    lands there (a loaded machine can run the timer before ``timer.start()`` returns) would be
+    raised inside the hook, where Python drops it; it is sent again instead."""
+    while frame is not None:
+        if frame.f_code in _REDELIVERY_CODE:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def redeliver() -> None:
     """Send SIGINT to the main thread after :data:`REDELIVER_S`, from a daemon timer thread."""
     main = threading.main_thread().ident
@@ -152,3 +166,6 @@ def redeliver() -> None:
     timer = threading.Timer(REDELIVER_S, signal.pthread_kill, (main, signal.SIGINT))
     timer.daemon = True
     timer.start()
+
+
+_REDELIVERY_CODE = {redeliver.__code__}  # and the unraisable hook's, once installed

@@ -14,9 +14,21 @@ from tests.helpers import ROOT, job
 SWALLOWED = """
 import os, signal, sys, time, weakref
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal, not a shell's `&`
-if sys.argv[1] == "guarded":
+if sys.argv[1] in ("guarded", "loaded"):
     from sweep.interrupts import install
     install()
+if sys.argv[1] == "loaded":  # a loaded machine: the timer fires before timer.start() returns
+    import threading
+    class Eager(threading.Timer):
+        fired = False
+        def start(self):
+            super().start()
+            if not Eager.fired:
+                Eager.fired = True
+                self.function(*self.args)
+                for _ in range(10_000):  # the handler runs here, inside redeliver()
+                    pass
+    threading.Timer = Eager
 
 class Thing:
     pass
@@ -80,6 +92,15 @@ def test_python_alone_drops_a_ctrl_c_taken_in_a_weakref_callback():
 
 def test_installed_a_dropped_ctrl_c_is_delivered_again_and_not_printed():
     done = _run("guarded")
+    assert done.stdout.strip() == "delivered", done.stderr
+    assert "Exception ignored" not in done.stderr
+
+
+def test_a_redelivered_ctrl_c_that_lands_inside_the_redelivery_is_not_lost():
+    """Found under load: the timer's SIGINT came before `timer.start()` returned, so
+    KeyboardInterrupt was raised inside the unraisable hook ("Exception ignored in
+    sys.unraisablehook") and the Ctrl-C was lost."""
+    done = _run("loaded")
     assert done.stdout.strip() == "delivered", done.stderr
     assert "Exception ignored" not in done.stderr
 

@@ -41,6 +41,7 @@ from sweep.cli.table import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     _finished,
     _no_progress_arg,
     _recipe_args,
@@ -124,17 +125,31 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # as a command, not called from Python
         _guard_streams(args.command)
         interrupts.install()
+        signal.signal(signal.SIGTERM, _terminate)  # a submit takes it as a cancel once it runs
     _setup_logging(args.verbose)
     try:
         return int(args.handler(args))
     except SweepError as exc:
         print(f"sweep {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if argv is None:  # a second Ctrl-C while the interpreter exits would print a traceback
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print(f"sweep {args.command}: {_interrupted(args)}", file=sys.stderr)
+        said = _interrupted(args)
+        if isinstance(exc, Terminated):
+            print(f"sweep {args.command}: terminated (SIGTERM); {said}", file=sys.stderr)
+            return EXIT_TERMINATED
+        print(f"sweep {args.command}: {said}", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM before the command took it otherwise (a submit takes it as a cancel once its
+    run has started): ended as a Ctrl-C is, with its own line and exit code."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
 
 
 def _interrupted(args: argparse.Namespace) -> str:
@@ -309,10 +324,14 @@ def _attach(args: argparse.Namespace) -> int:
 
 @command("cancel", "stop a running sweep, keeping what is done", _store_arg)
 def _cancel(args: argparse.Namespace) -> int:
-    from sweep.client import driver
+    from sweep.client import cancel, driver
+    from sweep.store.layout import is_store
 
     output = Path(args.output)
-    state = driver.cancel(output)
+    state = cancel.cancel(output)
+    if not is_store(output):
+        print(f"cancelled the sweep of pid {state.pid} as it started; nothing ran in {output}")
+        return EXIT_OK
     done = driver.counts(output)["done"]
     print(f"cancelled the sweep of pid {state.pid}; {done} points done are kept in {output}")
     print("submit again to resume it")

@@ -298,6 +298,9 @@ def _init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+JAX_NOTE = "-" * 20  # the line before JAX's "For simplicity, JAX has removed its internal frames ..."
+
+
 def _headline(error: str) -> str:
     """One line of an error: a traceback's exception line, else its first line; a line that only
     introduces what follows (``rank 1 of 2 failed:``) is joined to the headline of the rest."""
@@ -305,6 +308,8 @@ def _headline(error: str) -> str:
     if not lines:
         return ""
     if lines[0].startswith("Traceback"):
+        if JAX_NOTE in lines:  # JAX appends a note after the exception's line: not the error
+            lines = lines[: len(lines) - lines[::-1].index(JAX_NOTE) - 1]
         return lines[-1]
     if lines[0].endswith(":") and len(lines) > 1:
         return f"{lines[0]} {_headline(chr(10).join(lines[1:]))}"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sweep.errors import UsageError
 
-EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 130, 143
 
 
 @dataclass(frozen=True)

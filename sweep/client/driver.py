@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sweep.client import startmark
 from sweep.errors import SweepError, UsageError
 from sweep.store import ownership
 from sweep.store.layout import LOG_NAME, STATE_NAME, holds_data, is_store
@@ -44,8 +45,6 @@ from sweep.store.lock import holder, locked
 
 CREDENTIALS_PREFIX = "sweep-driver-"  # then host, pid: a driver's TLS client credentials
 START_TIMEOUT_S = 300.0  # a batch cluster's scheduler can take a while
-CANCEL_TIMEOUT_S = 120.0
-STATE_WAIT_S = 30.0  # how long a cancel waits for a starting run to publish its state
 
 
 @dataclass
@@ -323,6 +322,17 @@ def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> Dr
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    startmark.mark(output, proc.pid)  # a cancel from now on finds it
+    try:
+        return _await_start(proc, output, log, made, wait_s)
+    finally:
+        startmark.clear(output)
+
+
+def _await_start(
+    proc: subprocess.Popen, output: Path, log: Path, made: bool, wait_s: float
+) -> DriverState | None:
+    """:func:`detach`'s wait for its driver to come up."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         state = DriverState.load(output)
@@ -330,6 +340,8 @@ def detach(argv: list[str], output: Path, wait_s: float = START_TIMEOUT_S) -> Dr
             return state
         if proc.poll() == 0:
             return None
+        if proc.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM):  # killed, or said so
+            raise SweepError(f"the sweep was cancelled as it started (pid {proc.pid}); nothing ran")
         if proc.returncode is not None:
             tail, free = _tail(log), _free_bytes(output)
             full = not tail and free is not None and free < 1 << 20
@@ -388,12 +400,12 @@ def attach(output: Path, say: Callable[[str], None], every: float = 2.0) -> tupl
     while True:
         ended = DriverState.load(output)
         code = ended.exit_code if ended is not None and ended.pid == state.pid else None
-        if code is not None or not _alive(state.pid) or time.monotonic() > deadline:
+        if code is not None or not alive(state.pid) or time.monotonic() > deadline:
             return final, code
         time.sleep(0.1)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -407,38 +419,3 @@ def _progress(c: Counter[str]) -> str:
     total = sum(c.values())
     shown = "  ".join(f"{s} {n}" for s, n in sorted(c.items()))
     return f"[sweep] {c['done']}/{total}  {shown}"
-
-
-def cancel(output: Path, wait_s: float = CANCEL_TIMEOUT_S) -> DriverState:
-    """Ask the driver running ``output`` to cancel (SIGTERM) and wait until it has ended.
-
-    A run in its first seconds holds the store's lock before it has published its state (its
-    store is still opening): the cancel waits for that state, up to ``STATE_WAIT_S``, rather
-    than give up; a holder that never publishes one (a run from Python) is named instead."""
-    state = _published(output)
-    if state.host != socket.gethostname():
-        raise UsageError(f"{output} is run from {state.host}; run `sweep cancel {output}` there")
-    try:
-        os.kill(state.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + wait_s
-    while locked(output):
-        if time.monotonic() > deadline:
-            raise SweepError(
-                f"pid {state.pid} still runs {output} after {wait_s:.0f} s; kill it (kill {state.pid})"
-            )
-        time.sleep(0.2)
-    return state
-
-
-def _published(output: Path) -> DriverState:
-    """:func:`running`, waiting up to ``STATE_WAIT_S`` while the holder is still starting."""
-    deadline = time.monotonic() + STATE_WAIT_S
-    while True:
-        try:
-            return running(output)
-        except Starting:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)

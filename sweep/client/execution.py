@@ -136,10 +136,16 @@ class Execution:
     def _open_store(self) -> Store:
         o = self.options
         store = Store.open(self.output, self.loaded, force=o.force, keep_done=o.keep_done)
+        try:
+            store.run_started()  # at once: a Ctrl-C from here on is recorded as the run's end
+        except BaseException:
+            store.close()
+            raise
         if o.on_store is not None:
             try:
                 o.on_store()
             except BaseException:
+                store.run_ended("failed")
                 store.close()
                 raise
         self.store_ready.set()
@@ -149,16 +155,17 @@ class Execution:
     def _work(self, store: Store, client: Client | None) -> None:
         """Run the store's points left to do on ``client``, or on the recipe's cluster started
         for them (none if nothing is left); the run's end state is recorded in the store."""
-        if store.created and self.loaded.search is not None:
-            search.journal_path(self.output).unlink(missing_ok=True)  # a study of an earlier store
-        todo = store.todo(self.options.only_failed)
-        if store.growth is not None:
-            self.stats.update(kept=store.growth.kept, new=store.growth.new)
-            if self.options.progress:
-                print(f"[sweep] {self.output}: the space changed: {store.growth.summary()}", file=sys.stderr)
-        store.run_started()
         state = "failed"
         try:
+            if store.created and self.loaded.search is not None:
+                search.journal_path(self.output).unlink(missing_ok=True)  # a study of an earlier store
+            todo = store.todo(self.options.only_failed)
+            if store.growth is not None:
+                self.stats.update(kept=store.growth.kept, new=store.growth.new)
+                if self.options.progress:
+                    print(
+                        f"[sweep] {self.output}: the space changed: {store.growth.summary()}", file=sys.stderr
+                    )
             if todo and client is None:
                 with startup.cluster(self.loaded, self._stop_for, self._config) as own:
                     self._started(own)

@@ -10,6 +10,7 @@ A store is a folder, ``OUTPUT`` in a recipe::
       .sweep.lock.held        the holder, where the file system has no flock (HELD_NAME)
       .sweep-driver.json      the running driver: pid, host, start, exit code (STATE_NAME)
       .sweep-driver.log       a detached driver's output (LOG_NAME)
+      .sweep-starting         a detached driver that is starting (STARTING_NAME; sweep/client/starting.py)
       logs/<point>/<n>.txt    what attempt n of each point printed (LOGS)
       .sweep-checkpoints/<point>.pkl  the last checkpoint of each point not yet done (CHECKPOINTS)
       .sweep-adding/          new variables, built here whole and then moved in (ADDING)
@@ -31,11 +32,20 @@ LOCK_NAME = ".sweep.lock"
 HELD_NAME = ".sweep.lock.held"
 STATE_NAME = ".sweep-driver.json"
 LOG_NAME = ".sweep-driver.log"
+STARTING_NAME = ".sweep-starting"
 LOGS = "logs"
 CHECKPOINTS = ".sweep-checkpoints"
 ADDING = ".sweep-adding"
 MARK = ".sweep-store"
-NOT_DATA = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME, LOGS, CHECKPOINTS)  # kept through a rebuild
+NOT_DATA = (
+    LOCK_NAME,
+    HELD_NAME,
+    STATE_NAME,
+    LOG_NAME,
+    STARTING_NAME,
+    LOGS,
+    CHECKPOINTS,
+)  # kept through a rebuild
 
 
 def is_store(path: Path) -> bool:

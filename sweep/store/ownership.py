@@ -31,6 +31,7 @@ from sweep.store.layout import (
     LOGS,
     MARK,
     METADATA,
+    STARTING_NAME,
     STATE_NAME,
     read_attrs,
 )
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 # what a sweep leaves in a folder before it is a store: a refused or starting submit's lock and
 # a detached driver's state and log; their names are a sweep's alone
-STARTING = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME)
+STARTING = (LOCK_NAME, HELD_NAME, STATE_NAME, LOG_NAME, STARTING_NAME)
 SHOWN = 5  # foreign entries named in a refusal
 
 

@@ -201,3 +201,37 @@ def test_status_shows_the_exception_behind_an_introducing_line():
     assert _headline("Traceback (most recent call last):\n  File x\nValueError: bad") == "ValueError: bad"
     timed_out = "timed out after 5 s (resources.timeout)"
     assert _headline(f"{timed_out}\nmore") == timed_out
+
+
+def test_status_shows_the_exception_not_jaxs_note_after_it():
+    """Found: a JAX error's status line was "For simplicity, JAX has removed its internal frames"."""
+    from sweep.cli.reading import _headline
+
+    error = (
+        "Traceback (most recent call last):\n  File x\nValueError: inconsistent size\n"
+        "--------------------\nFor simplicity, JAX has removed its internal frames from the traceback."
+    )
+    assert _headline(error) == "ValueError: inconsistent size"
+
+
+SIGTERM_AT_START = """
+import os, signal, sys, time
+import sweep.cli.app as app
+sys.argv = ["sweep", "validate", "r.yaml"]
+def slow_load(args):  # a SIGTERM while the command starts, before it runs anything
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+app._load = slow_load
+sys.exit(app.main())
+"""
+
+
+def test_a_sigterm_as_the_command_starts_is_one_line_and_exit_143():
+    """Found: SIGTERM in a command's first ~0.6 s killed it with no message."""
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", SIGTERM_AT_START], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 143, (done.returncode, done.stderr)
+    assert done.stderr.strip() == "sweep validate: terminated (SIGTERM); interrupted", done.stderr

@@ -220,3 +220,27 @@ def test_a_starting_run_is_not_reported_with_a_previous_runs_points(tmp_path):
         assert status.returncode == 0 and ": on h cores" not in status.stdout, status.stdout
     finally:
         lock.release()
+
+
+@pytest.mark.slow
+def test_a_cancel_as_a_detached_submit_starts_stops_it_and_nothing_runs(tmp_path):
+    """Found: `sweep cancel` in the first second after `submit --detach` said "no sweep runs"
+    (exit 2) and the run then finished all its points."""
+    from tests.helpers import sweep_command
+
+    path = recipe(tmp_path, "early", points=2, seconds=30.0)
+    out, marks = tmp_path / "results" / "early.zarr", tmp_path / "early-marks"
+    submitting = subprocess.Popen(
+        sweep_command("submit", str(path), "--detach"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: (out / ".sweep-starting").exists() or submitting.poll() is not None)
+    cancelled = cli("cancel", str(out))
+    assert cancelled.returncode == 0 and "cancelled" in cancelled.stdout, cancelled.stderr
+    _, err = submitting.communicate(timeout=120)
+    assert submitting.returncode == 0 or "cancelled as it started" in err, err
+    assert not children_running(marks)
+    status = cli("status", str(out))
+    assert "running now" not in status.stdout and "done  " not in status.stdout, status.stdout

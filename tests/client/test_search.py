@@ -136,7 +136,7 @@ def test_pruner_options_are_optunas():
         ({"prune": {"kind": "median"}}, "params.prune.metric: name the sweep.report key"),
         ({"search": {"objective": ["a", "b"], "sampler": "cmaes"}}, "cmaes optimises one objective"),
         ({"search": {"axes": {"lr": {"low": 1, "hi": 2}}}}, "params.search.axes.lr"),
-        ({"search": {"n_trials": 0}}, "params.search.n_trials: give a positive number"),
+        ({"search": {"n_trials": 0}}, "params.search.n_trials: give a number of trials from 1 to"),
     ],
 )
 def test_bad_search_settings_are_named(out, change, message):

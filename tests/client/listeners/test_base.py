@@ -18,10 +18,16 @@ class Notes(Listener):
         self.ended = True
 
 
-def test_every_listener_ends_and_an_end_error_does_not_replace_the_runs_own(caplog):
+def test_every_listener_ends_and_an_end_error_does_not_replace_the_runs_own(monkeypatch):
+    from sweep.client.listeners import base
+
+    said = []
+    monkeypatch.setattr(base.log, "warning", lambda *a: said.append(a[0] % a[1:]))
     notes = Notes()
     end_listeners(None, [Fails(), notes], KeyboardInterrupt())
-    assert notes.ended and "could not end" in caplog.text
+    assert notes.ended and said == [
+        "Fails could not end ([Errno 28] No space left on device) after the run's own end"
+    ]
 
 
 def test_after_a_good_run_the_first_end_error_is_raised_once_all_have_ended():
