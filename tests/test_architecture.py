@@ -81,12 +81,13 @@ def test_a_worker_unpickles_and_runs_points_without_the_recipe_model_or_the_sear
 
 # each folder and the folders it may import (besides itself and the foundation: sweep/*.py)
 LAYERS = {
-    "cli": {"client", "cluster", "store", "worker", "model", "wire", "child"},
-    "client": {"cluster", "store", "worker", "model", "wire"},
-    "cluster": {"worker", "model", "wire"},
+    "cli": {"client", "cluster", "store", "worker", "model", "capacity", "wire", "child"},
+    "client": {"cluster", "store", "worker", "model", "capacity", "wire"},
+    "cluster": {"worker", "model", "capacity", "wire"},
     "store": {"model", "wire"},
-    "worker": {"wire"},
-    "model": {"wire"},
+    "worker": {"capacity", "wire"},
+    "model": {"capacity", "wire"},
+    "capacity": {"wire"},
     "wire": set(),
     "child": {"wire"},
     "": set(),  # the foundation
@@ -143,8 +144,9 @@ def _import_every_module(packages: list[str], blocked: str) -> subprocess.Comple
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
 
 
-def test_every_module_of_wire_and_child_imports_with_third_party_libraries_blocked():
-    out = _import_every_module(["sweep.wire", "sweep.child"], f"name.split('.')[0] in {THIRD_PARTY!r}")
+def test_every_module_of_wire_child_and_capacity_imports_with_third_party_libraries_blocked():
+    packages = ["sweep.wire", "sweep.child", "sweep.capacity"]
+    out = _import_every_module(packages, f"name.split('.')[0] in {THIRD_PARTY!r}")
     assert out.stdout.strip() == "ok", out.stderr
 
 

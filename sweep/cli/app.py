@@ -235,7 +235,7 @@ def _submit(args: argparse.Namespace) -> int:
         plan.preflight(s.loaded)
         print(f"plan: {clusters.plan_text(settings, plan.placement(s.recipe), len(s))}")
         print(f"output: {s.output}")
-        if settings.kind in backends.CLASSES:
+        if settings.cluster_kind.is_batch:
             existed = s.output.exists()
             with clusters.batch_cluster(settings, dry_run=True) as batch:
                 print(f"batch job script ({settings.kind}; the scheduler address is the real one's")

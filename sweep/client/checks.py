@@ -8,6 +8,7 @@ import os
 import warnings
 from typing import TYPE_CHECKING
 
+from sweep.capacity import resources
 from sweep.client import plan, search
 from sweep.cluster.clusters import check_fits, local_cores
 from sweep.errors import SweepWarning
@@ -42,13 +43,13 @@ def thread_headroom(loaded: LoadedRecipe, client: Client | None) -> None:
     """Refuse (HeadroomError) a local plan that can't fit under ``ulimit -u``; warn if tight."""
     recipe = loaded.recipe
     c = recipe.child
-    if not c.preflight or (client is None and recipe.cluster.kind != "local"):
+    if not c.preflight or (client is None and not recipe.cluster.cluster_kind.is_local):
         return
     if client is None:
         cores = recipe.cluster.threads or local_cores()
     else:
         workers = client.scheduler_info(n_workers=-1)["workers"].values()
-        cores = int(max((w["resources"].get("threads", 0) for w in workers), default=0))
+        cores = max((resources.cores(w["resources"]) for w in workers), default=0)
     if not cores:
         return
     p = limits.plan(cores, recipe.resources.cores, c.cap, plan.placement(recipe).thread_budget)

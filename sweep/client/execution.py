@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from sweep import provenance
+from sweep.capacity import resources
 from sweep.client import checks, plan, search, startup
 from sweep.client.listeners.base import Listener, Run, end_listeners
 from sweep.client.listeners.checkpoints import RunCheckpoints
@@ -279,7 +280,7 @@ class Execution:
         from sweep.client import autothreads
 
         r = self.recipe.resources
-        own = self._own_cluster and self.recipe.cluster.kind != "address"
+        own = self._own_cluster and self.recipe.cluster.cluster_kind.owns_cluster
         return Window(
             client,
             tasks,
@@ -300,12 +301,12 @@ class Execution:
         """The cores of the largest worker this run expects before one has joined: the local
         cluster's or a batch job's (``cluster.threads``, ``cluster.cores``), else the workers'."""
         c = self.recipe.cluster
-        if c.kind == "local" and self._own_cluster:
+        if c.cluster_kind.is_local and self._own_cluster:
             return c.threads or local_cores()
         if c.threads or c.cores:
             return int(c.threads or c.cores or 0)
         workers = client.scheduler_info(n_workers=-1)["workers"].values()
-        return int(max((w["resources"].get("threads", 0) for w in workers), default=0))
+        return max((resources.cores(w["resources"]) for w in workers), default=0)
 
     def _study(self) -> StudyListener | None:
         """The search's study (resumed from its journal) as a listener, for a search."""

@@ -63,7 +63,7 @@ def preflight(loaded: LoadedRecipe, given_client: bool = False) -> None:
     r = loaded.recipe
     if not given_client:
         clusters.preflight(r.cluster, placement(r))
-    local = r.cluster.kind == "local" or given_client
+    local = r.cluster.cluster_kind.is_local or given_client
     mpi.preflight(r.resources.ranks, r.child.mpirun, local, loaded.job)
     if local:
         gpus.check_jax(child_platforms(r))

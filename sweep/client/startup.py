@@ -42,7 +42,7 @@ def opens_beside_cluster(loaded: LoadedRecipe, force: bool) -> bool:
     a store, is not new: it is opened, and refused, before any cluster starts."""
     out = Path(loaded.output)
     new = (force and ownership.marked(out)) or not holds_data(out)
-    return loaded.recipe.cluster.kind == "local" and new and not (out.exists() and locked(out))
+    return loaded.recipe.cluster.cluster_kind.is_local and new and not (out.exists() and locked(out))
 
 
 @contextmanager
@@ -59,7 +59,7 @@ def cluster(loaded: LoadedRecipe, on_fatal: Callable[[str], None], config: Child
 
 def started_with_pool(loaded: LoadedRecipe) -> bool:
     """Whether :func:`cluster` starts the cluster's workers with the run's core pool."""
-    return loaded.recipe.cluster.kind == "local"
+    return loaded.recipe.cluster.cluster_kind.is_local
 
 
 def core_pool(loaded: LoadedRecipe, config: ChildConfig) -> CorePool:
@@ -108,7 +108,7 @@ def set_up_pool(client: Client, loaded: LoadedRecipe, config: ChildConfig, own: 
         return
     pool = core_pool(loaded, config)
     client.register_plugin(pool, name=CorePool.name)
-    if loaded.recipe.cluster.kind in endsignal.DIRECTIVES:  # its nannies pass the job's end warning on
+    if endsignal.warns(loaded.recipe.cluster.kind):  # its nannies pass the job's end warning on
         client.register_plugin(endsignal.EndSignal(), name=endsignal.EndSignal.name)
     if pool.warm is not None:  # a pool registered before (its children are warm, or warm now)
         client.run(on_pool, pool.warm)

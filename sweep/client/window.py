@@ -29,6 +29,7 @@ from distributed import Client, Future
 from distributed.scheduler import KilledWorker
 
 from sweep import cadence
+from sweep.capacity import resources
 from sweep.client import plan
 from sweep.client.autothreads import Calibration
 from sweep.wire.protocol import PointRecord
@@ -117,12 +118,12 @@ class Window:
         if time.monotonic() - when >= self._every:
             workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
             self.offers = offers = [w.get("resources", {}) for w in workers]
-            self._offered = [int(o[memory.RESOURCE]) for o in offers if memory.RESOURCE in o]
-            self._cores = [int(o.get("threads", 0)) for o in offers]
+            self._offered = [int(o[resources.MEMORY]) for o in offers if resources.MEMORY in o]
+            self._cores = [resources.cores(o) for o in offers]
             ask = self._ask()
             count = sum(
                 min(
-                    memory.at_once(int(o.get("threads", 0)), threads, o.get(memory.RESOURCE), ask)[0],
+                    memory.at_once(resources.cores(o), threads, o.get(resources.MEMORY), ask)[0],
                     int(o.get(self.accelerator[0], 0) // self.accelerator[1])
                     if self.accelerator
                     else 1 << 30,
@@ -142,13 +143,7 @@ class Window:
         return self._resources(self.threads)
 
     def _resources(self, threads: int) -> dict[str, float]:
-        ask = self._ask()
-        asked: dict[str, float] = {"threads": threads}
-        if ask is not None:
-            asked[memory.RESOURCE] = ask
-        if self.accelerator:
-            asked[self.accelerator[0]] = self.accelerator[1]
-        return asked
+        return resources.ask(threads, self._ask(), self.accelerator)
 
     def _take(self) -> PointTask | None:
         if self._held is not None:

@@ -21,7 +21,7 @@ def offered(settings: Any, kind: Kind) -> int | None:
     """The devices of ``kind`` one worker of ``settings`` offers: the cluster key, else on a
     local cluster those this node has; None where the workers say it themselves."""
     given = getattr(settings, kind.resource)
-    return _local(kind, given) if settings.kind == "local" else given
+    return _local(kind, given) if settings.cluster_kind.is_local else given
 
 
 def local_offers(given: dict[str, int | None]) -> dict[str, int]:
@@ -38,7 +38,7 @@ def _local(kind: Kind, given: int | None) -> int:
 def preflight(settings: Any, kind: Kind, amount: float) -> None:
     """A point asking ``amount`` devices of ``kind`` needs a worker that has that many."""
     need, key = math.ceil(amount), kind.resource
-    if settings.kind == "local":
+    if settings.cluster_kind.is_local:
         found = len(kind.find())
         given = getattr(settings, key)
         if given is not None and given > found:
@@ -53,7 +53,7 @@ def preflight(settings: Any, kind: Kind, amount: float) -> None:
                 "overrides); "
                 f"run on a node with them or drop resources.{key}"
             )
-    elif settings.kind in backends.CLASSES and need > (getattr(settings, key) or 0):
+    elif settings.cluster_kind.is_batch and need > (getattr(settings, key) or 0):
         raise AcceleratorError(
             f"resources.{key}={amount:g} but a {settings.kind} job asks for {getattr(settings, key) or 0} "
             f"{kind.noun}(s); "

@@ -33,6 +33,7 @@ import dask.config
 from distributed import Client, Scheduler, SpecCluster
 
 from sweep import _compat, cadence
+from sweep.capacity import resources
 from sweep.cluster import accelerators
 from sweep.cluster.arrivals import Arrivals
 from sweep.cluster.fits import unfit
@@ -44,8 +45,8 @@ from sweep.model.recipe import ClusterSettings
 from sweep.wire.placement import GPUS, TPUS, Placement
 from sweep.worker import batchjob, endsignal
 from sweep.worker.kinds import asked
-from sweep.worker.memory import RESOURCE, local_offer, shown, size
 from sweep.worker.memory import at_once as memory_at_once
+from sweep.worker.memory import local_offer, shown, size
 
 log = logging.getLogger(__name__)
 short_logs()  # the scheduler of a local or batch cluster runs in this process
@@ -167,12 +168,12 @@ def preflight(settings: ClusterSettings, placement: Placement) -> None:
     wanted = asked(placement)
     if wanted is not None:
         accelerators.preflight(settings, *wanted)
-    if settings.kind == "local":
+    if settings.cluster_kind.is_local:
         n = settings.threads or local_cores()
         if n > local_cores():
             raise ClusterError(f"cluster.threads={n} but this process may use {local_cores()} CPUs; lower it")
         where = "the local worker"
-    elif settings.kind in backends.CLASSES:
+    elif settings.cluster_kind.is_batch:
         n, where = settings.cores or 0, f"a {settings.kind} job (cluster.cores)"
     else:
         return
@@ -196,9 +197,9 @@ def preflight(settings: ClusterSettings, placement: Placement) -> None:
 
 def worker_memory(settings: ClusterSettings) -> int | None:
     """The memory one worker of ``settings`` offers (None for ``kind: address``: its own)."""
-    if settings.kind == "local":
+    if settings.cluster_kind.is_local:
         return local_offer(settings.memory)
-    if settings.kind in backends.CLASSES and settings.memory:
+    if settings.cluster_kind.is_batch and settings.memory:
         return size(settings.memory)
     return None
 
@@ -219,7 +220,7 @@ def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
         tls_dir = Path(opts.pop("shared_temp_directory", Path.home() / ".cache" / "sweep" / "tls"))
         tls_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         opts["shared_temp_directory"] = str(tls_dir)
-    offer = f"threads={settings.cores},{RESOURCE}={size(settings.memory or 0)}"
+    offer = f"{resources.CORES}={settings.cores},{resources.MEMORY}={size(settings.memory or 0)}"
     offer += accelerators.batch_offer(settings, opts)
     worker_args = [
         *opts.pop("worker_extra_args", []),
@@ -311,10 +312,10 @@ def plan_text(settings: ClusterSettings, placement: Placement, points: int) -> s
                 return by_devices, f"{kind.noun}s"
         return at, by
 
-    if settings.kind == "address":
+    if settings.cluster_kind.is_address:
         return f"scheduler {settings.address}; {points} points of {asks}"
     offer = worker_memory(settings)
-    if settings.kind == "local":
+    if settings.cluster_kind.is_local:
         n = settings.threads or local_cores()
         at, by = at_once(n, offer)
         return (
@@ -347,7 +348,7 @@ def dashboard_hint(client: Client, settings: ClusterSettings) -> str:
     if host not in ALL_INTERFACES and link.port is not None:
         link = link._replace(netloc=f"{host}:{link.port}")
     text = f"{urlunsplit(link)} (points: {urlunsplit(link._replace(path='/sweep'))})"
-    if settings.kind in backends.CLASSES and link.hostname in ("127.0.0.1", "localhost", "::1"):
+    if settings.cluster_kind.is_batch and link.hostname in ("127.0.0.1", "localhost", "::1"):
         port = link.port
         text += f"  (from your machine: ssh -N -L {port}:127.0.0.1:{port} {socket.getfqdn()})"
     return text
@@ -367,7 +368,7 @@ def connect(
     message when submitting its jobs fails for good (:mod:`sweep.cluster.submissions`); the caller
     stops the sweep then (and raises :class:`SubmissionError`)."""
     preflight(settings, Placement(threads))
-    if settings.kind == "local":
+    if settings.cluster_kind.is_local:
         with (
             local_cluster(
                 settings.threads,
@@ -381,7 +382,7 @@ def connect(
             Client(cluster, security=cluster.security) as client,
         ):
             yield client
-    elif settings.kind in backends.CLASSES:
+    elif settings.cluster_kind.is_batch:
         with batch_cluster(settings) as cluster, Client(cluster, security=cluster.security) as client:
             watch = SubmissionWatch(settings.kind, on_fatal or (lambda message: log.error("%s", message)))
             watch.install(cluster)
@@ -409,9 +410,7 @@ def check_fits(client: Client, threads: int, memory: int | None = None) -> None:
     ``memory`` bytes once a worker offers memory (:func:`sweep.cluster.fits.unfit`)."""
     info = client.scheduler_info(n_workers=-1)
     offers = [w["resources"] for w in info["workers"].values()]
-    ask: dict[str, float] = {"threads": threads}
-    if memory is not None and any(RESOURCE in o for o in offers):
-        ask[RESOURCE] = memory
+    ask = resources.ask(threads, memory if any(resources.MEMORY in o for o in offers) else None)
     why = unfit(info["address"], offers, ask)
     if why is not None:
         raise ClusterError(why)

@@ -34,8 +34,8 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.web import RequestHandler
 
 from sweep import _compat
+from sweep.capacity import resources
 from sweep.wire import events
-from sweep.worker import memory
 
 NAME = "sweep-dashboard"
 KEEP_SWEEPS = 20
@@ -146,9 +146,9 @@ class SweepPage(SchedulerPlugin):
         return [
             {
                 "address": address,
-                "threads": ws.resources.get("threads", 0),
-                "memory": ws.resources.get(memory.RESOURCE, 0),
-                "memory_asked": ws.used_resources.get(memory.RESOURCE, 0),
+                "threads": ws.resources.get(resources.CORES, 0),
+                "memory": ws.resources.get(resources.MEMORY, 0),
+                "memory_asked": ws.used_resources.get(resources.MEMORY, 0),
             }
             for address, ws in self.scheduler.workers.items()
         ]

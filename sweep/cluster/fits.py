@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sweep.worker.memory import RESOURCE, shown
+from sweep.capacity.resources import CORES, MEMORY
+from sweep.worker.memory import shown
 
 
 def fits(offer: Mapping[str, float], asked: Mapping[str, float]) -> bool:
@@ -37,16 +38,16 @@ def unfit(address: str, offers: Sequence[Mapping[str, float]], asked: Mapping[st
 
 
 def _amount(name: str, amount: float) -> str:
-    return shown(int(amount)) if name == RESOURCE else f"{amount:g}"
+    return shown(int(amount)) if name == MEMORY else f"{amount:g}"
 
 
 def _short(address: str, name: str, amount: float, largest: float) -> str:
-    if name == RESOURCE:
+    if name == MEMORY:
         return (
             f"resources.memory={shown(int(amount))} but the largest worker of {address} offers "
             f"{shown(int(largest))}; lower resources.memory or start workers with more memory"
         )
-    lower = "lower resources.threads or " if name == "threads" else ""
+    lower = "lower resources.threads or " if name == CORES else ""
     return (
         f"no worker of {address} offers {name}={amount:g} (largest: {largest:g}); "
         f"{lower}start workers with --resources {name}=N"

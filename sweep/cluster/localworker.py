@@ -41,6 +41,8 @@ from typing import Any
 
 from distributed.deploy.spec import ProcessInterface
 
+from sweep.capacity.resources import CORES
+
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
 # Dask keeps each connection's last messages and each event topic's last events for debugging
@@ -222,7 +224,7 @@ async def _serve(
     dask.config.set(QUIET)
     short_logs()
     n = int(options["nthreads"])
-    resources: dict[str, float] = {"threads": n}
+    resources: dict[str, float] = {CORES: n}
     if options.get("memory") is not None:
         resources["memory"] = float(options["memory"])
     resources.update({name: float(n) for name, n in options.get("devices", {}).items() if n})

@@ -21,18 +21,10 @@ from typing import Any
 from distributed.core import Status
 
 from sweep import _compat
+from sweep.capacity.backends import BACKENDS
 
 FAILURES_IN_A_ROW = 3
 log = logging.getLogger(__name__)
-
-HINTS = {
-    "slurm": "check that `sinfo` works on this host (SLURM_CONF), and cluster.queue (the partition) "
-    "and cluster.account",
-    "pbs": "check that `qstat` works on this host (PBS_SERVER), and cluster.queue and cluster.account",
-    "sge": "check that `qstat` works on this host (SGE_ROOT, SGE_CELL), and cluster.queue",
-    "lsf": "check that `bqueues` works on this host (LSF_ENVDIR), and cluster.queue",
-    "htcondor": "check that `condor_q` works on this host (the schedd), and the submit options",
-}
 
 
 class SubmitFailed(RuntimeError):
@@ -95,9 +87,11 @@ class SubmissionWatch:
             give_up = self.fatal is None and (not self.succeeded or self.in_a_row >= FAILURES_IN_A_ROW)
             if give_up:
                 tries = "" if not self.succeeded else f" ({self.in_a_row} failures in a row)"
+                backend = BACKENDS.get(self.kind)
+                hint = backend.hint if backend else "check the batch system on this host"
                 self.fatal = (
                     f"could not submit a {self.kind} batch job{tries}: {said}\n"
-                    f"{HINTS.get(self.kind, 'check the batch system on this host')}; the store is kept "
+                    f"{hint}; the store is kept "
                     "and `sweep submit` again resumes"
                 )
         (log.info if give_up else log.warning)(

@@ -14,14 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from sweep import _compat
+from sweep.capacity.backends import BACKENDS
 
-CLASSES = {
-    "slurm": "SLURMCluster",
-    "pbs": "PBSCluster",
-    "sge": "SGECluster",
-    "lsf": "LSFCluster",
-    "htcondor": "HTCondorCluster",
-}
+CLASSES = {kind: b.job_class for kind, b in BACKENDS.items()}  # the kinds dask-jobqueue drives
 # Set by sweep (or deprecated in dask-jobqueue), so not accepted from a recipe.
 RESERVED = {
     "self", "scheduler", "name", "config_name", "base_class_kwargs", "processes", "nanny",
@@ -31,15 +26,13 @@ RESERVED = {
 }  # fmt: skip
 
 
-# what a bare number of a walltime counts, per batch system
-NUMBER_UNIT_S = {"slurm": 60.0, "lsf": 60.0, "pbs": 1.0, "sge": 1.0}
-
-
 def walltime_seconds(kind: str, walltime: str | int | float | None) -> float | None:
     """``cluster.walltime`` in seconds, as the batch system ``kind`` reads it (SLURM
     ``D-HH:MM:SS``, ``HH:MM:SS``, ``MM:SS`` or minutes; PBS and SGE ``HH:MM:SS`` or seconds;
-    LSF ``HH:MM`` or minutes); None when not given or not understood."""
-    if walltime is None or kind not in NUMBER_UNIT_S:
+    LSF ``HH:MM`` or minutes; OAR ``HH:MM:SS`` or hours: :class:`Backend`'s walltime fields);
+    None when not given or not understood."""
+    backend = BACKENDS.get(kind)
+    if walltime is None or backend is None or backend.walltime_unit_s is None:
         return None
     text = str(walltime).strip()
     days = 0.0
@@ -51,10 +44,12 @@ def walltime_seconds(kind: str, walltime: str | int | float | None) -> float | N
     except ValueError:
         return None
     if len(parts) == 1:
-        seconds = parts[0] * (3600 if match else NUMBER_UNIT_S[kind])
+        seconds = parts[0] * (3600 if match else backend.walltime_unit_s)
     elif len(parts) == 2:
         first, second = parts
-        seconds = first * 3600 + second * 60 if kind == "lsf" or match else first * 60 + second
+        seconds = (
+            first * 3600 + second * 60 if backend.walltime_hours_minutes or match else first * 60 + second
+        )
     elif len(parts) == 3:
         seconds = parts[0] * 3600 + parts[1] * 60 + parts[2]
     else:
@@ -62,26 +57,19 @@ def walltime_seconds(kind: str, walltime: str | int | float | None) -> float | N
     return days * 86400 + seconds
 
 
-# How each batch system is asked for G devices per job (cluster.gpus), in its own syntax.
-GPU_DIRECTIVES = {
-    "slurm": "--gres=gpu:{n}",
-    "pbs": "-l ngpus={n}",
-    "sge": "-l gpu={n}",
-    "lsf": '-gpu "num={n}"',
-}
-
-
 def gpu_directives(kind: str, n: int, given: Any) -> Any:
     """``given`` job directives (a list; HTCondor's a mapping) plus the request for ``n``
-    devices per job in ``kind``'s syntax."""
-    if kind == "htcondor":
-        return {**dict(given or {}), "request_gpus": str(n)}
-    return [*(given or []), GPU_DIRECTIVES[kind].format(n=n)]
-
-
-# How each batch system is told to append to a job's log files rather than truncate them, so
-# that a job the scheduler requeues (node failure, preemption) keeps its first run's log.
-APPEND_LOGS = {"slurm": "--open-mode=append"}
+    devices per job in ``kind``'s syntax (:class:`Backend`); ValueError for a batch system
+    whose request is not known."""
+    backend = BACKENDS[kind]
+    if backend.gpu_submit_key:
+        return {**dict(given or {}), backend.gpu_submit_key: str(n)}
+    if backend.gpu_directive is None:
+        raise ValueError(
+            f"cluster.gpus: how {kind} is asked for GPUs is not known here; ask for them in "
+            "cluster.job_extra_directives and give cluster.gpus: 0"
+        )
+    return [*(given or []), backend.gpu_directive.format(n=n)]
 
 
 def run_defaults(settings: Any, name: str, output: Path) -> Any:
@@ -89,7 +77,7 @@ def run_defaults(settings: Any, name: str, output: Path) -> Any:
     for the sweep ``name`` writing ``output``: batch jobs named ``sweep-<name>`` (``job_name``),
     their logs under the store's ``logs/batch/`` (``log_directory``) and, where the batch system
     can, appended to across requeues. Other kinds come back as they are."""
-    if settings.kind not in CLASSES:
+    if not settings.cluster_kind.is_batch:
         return settings
     given = settings.jobqueue_options
     extra: dict[str, Any] = {}
@@ -97,10 +85,11 @@ def run_defaults(settings: Any, name: str, output: Path) -> Any:
         extra["job_name"] = f"sweep-{name}"
     if "log_directory" not in given:
         extra["log_directory"] = str(Path(output).resolve() / "logs" / "batch")
-    if settings.kind in APPEND_LOGS:
+    append = BACKENDS[settings.kind].append_logs
+    if append is not None:
         directives = list(given.get("job_extra_directives") or [])
-        if APPEND_LOGS[settings.kind] not in directives:
-            extra["job_extra_directives"] = [*directives, APPEND_LOGS[settings.kind]]
+        if append not in directives:
+            extra["job_extra_directives"] = [*directives, append]
     return settings.model_validate({**settings.model_dump(exclude_unset=True), **given, **extra})
 
 

@@ -76,7 +76,7 @@ def _check_mpi_timeout(recipe: Recipe, source: str) -> None:
 def _check_local_memory(recipe: Recipe, source: str) -> None:
     """Warn when the local worker is to offer more memory than this machine has."""
     c = recipe.cluster
-    if c.kind != "local" or c.memory is None:
+    if not c.cluster_kind.is_local or c.memory is None:
         return
     import psutil
 

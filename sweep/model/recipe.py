@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sweep.capacity.clusterkind import KINDS, ClusterKind
 from sweep.errors import RecipeError
 from sweep.model import checks
 from sweep.model.job import callable_ref, check_signature, job_parameters, parse_job
@@ -213,7 +214,7 @@ class ClusterSettings(_Model):
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
-    kind: Literal["local", "address", "slurm", "pbs", "sge", "lsf", "htcondor"] = "local"
+    kind: str = "local"  # one of sweep.capacity.clusterkind.KINDS
     address: str | None = None
     threads: int | None = Field(None, ge=1, le=MAX_CORES)
     gpus: int | None = Field(None, ge=0, le=MAX_DEVICES)
@@ -224,6 +225,13 @@ class ClusterSettings(_Model):
     jobs: int = Field(1, ge=1, le=MAX_JOBS)
     adapt: Adapt | None = None
     security: bool = True
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in KINDS:
+            raise ValueError(f"Input should be one of {', '.join(repr(k) for k in KINDS)}")
+        return value
 
     @field_validator("memory")
     @classmethod
@@ -238,9 +246,9 @@ class ClusterSettings(_Model):
         from sweep.model import backends
 
         extra = sorted(self.model_extra or {})
-        if self.kind == "address" and not self.address:
+        if self.cluster_kind.is_address and not self.address:
             raise ValueError("kind 'address' needs cluster.address, e.g. tcp://127.0.0.1:8786")
-        if self.kind not in backends.CLASSES:
+        if not self.cluster_kind.is_batch:
             if extra:
                 raise ValueError(f"unknown key(s) {extra} for kind {self.kind!r}")
             return self
@@ -256,6 +264,11 @@ class ClusterSettings(_Model):
                 "e.g. cores: 32, memory: 120GiB"
             )
         return self
+
+    @property
+    def cluster_kind(self) -> ClusterKind:
+        """``kind`` as a type, with the questions asked of it (:mod:`sweep.capacity.clusterkind`)."""
+        return ClusterKind(self.kind)
 
     @property
     def jobqueue_options(self) -> dict[str, Any]:

@@ -22,13 +22,15 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from sweep.capacity.backends import BACKENDS
+
 log = logging.getLogger(__name__)
 # Environment variable holding the batch job id on a worker, per scheduler. HTCondor sets
 # none: its job ad (the file named by _CONDOR_JOB_AD) has the JobId dask-jobqueue gives it.
-JOB_ID_VARS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
+JOB_ID_VARS = tuple(b.job_id_var for b in BACKENDS.values() if b.job_id_var)
 # The variable counting how often the batch system restarted the job, where it has one: SLURM
 # requeues a job whose node fails or that is preempted, and runs it again under the same id.
-RESTART_VARS = {"SLURM_JOB_ID": "SLURM_RESTART_COUNT"}
+RESTART_VARS = {b.job_id_var: b.restart_var for b in BACKENDS.values() if b.job_id_var and b.restart_var}
 END_VAR = "SWEEP_JOB_END"
 MARGIN_S = 10.0  # a point must end this long before its batch job does
 
@@ -68,7 +70,8 @@ def fits(expected_s: float | None, end: float | None, now: float | None = None) 
 def batch_job_id(environ: Mapping[str, str]) -> str:
     """The batch job id of the process with environment ``environ``, or "" outside one.
 
-    SLURM, PBS, LSF and SGE put it in a variable; under HTCondor it is the job ad's ``JobId``
+    SLURM, PBS, LSF, OAR and SGE put it in a variable (their ``Backend`` records' ``job_id_var``);
+    under HTCondor it is the job ad's ``JobId``
     (``MY.JobId = "$(ClusterId).$(ProcId)"`` in dask-jobqueue's submit description), read
     from the file ``$_CONDOR_JOB_AD``, else its ``ClusterId`` and ``ProcId``. A job the batch
     system requeued and ran again is a new run of the same id: ``"15 (restart 1)"`` is SLURM

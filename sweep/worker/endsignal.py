@@ -30,6 +30,7 @@ from typing import Any
 from distributed.diagnostics.plugin import NannyPlugin
 
 from sweep import _compat
+from sweep.capacity.backends import BACKENDS
 
 log = logging.getLogger(__name__)
 SIGNAL = signal.SIGUSR1
@@ -38,9 +39,19 @@ SIGNAL_S = 120  # how long before its walltime a SLURM job is warned
 # start would retire before its first point
 MIN_WALLTIME_S = 600
 # per batch system: the job script directive that asks for the warning
-DIRECTIVES = {"slurm": f"--signal=B:{SIGNAL.name.removeprefix('SIG')}@{SIGNAL_S}"}
 DELIVER_POLL_S = 0.5  # how often a warned nanny looks whether its worker handles the signal
 IGNORE_LINE = f"trap '' {SIGNAL.name.removeprefix('SIG')}"  # the first line of the job script
+
+
+def directive(template: str) -> str:
+    """A batch system's end-signal directive (:class:`Backend`'s ``end_signal``) for SIGNAL at
+    SIGNAL_S before the end."""
+    return template.format(signal=SIGNAL.name.removeprefix("SIG"), seconds=SIGNAL_S)
+
+
+def warns(kind: str) -> bool:
+    """Whether the batch system ``kind`` is asked to warn its jobs of their end."""
+    return kind in BACKENDS and BACKENDS[kind].end_signal is not None
 
 
 def job_script_options(kind: str, opts: dict[str, Any], python: str, walltime_s: float) -> None:
@@ -48,12 +59,13 @@ def job_script_options(kind: str, opts: dict[str, Any], python: str, walltime_s:
     ``walltime_s``, for the warning signal: the directive (when the walltime is at least
     :data:`MIN_WALLTIME_S`, unless the recipe gives a ``--signal`` of its own), the line that
     ignores it until the nanny handles it, and the worker command ``exec``'d."""
-    if kind not in DIRECTIVES:
+    template = BACKENDS[kind].end_signal if kind in BACKENDS else None
+    if template is None:
         return
     directives = list(opts.get("job_extra_directives") or [])
     own = any(d.strip().startswith("--signal") for d in directives)
     if not own and walltime_s >= MIN_WALLTIME_S:
-        opts["job_extra_directives"] = [*directives, DIRECTIVES[kind]]
+        opts["job_extra_directives"] = [*directives, directive(template)]
     opts["job_script_prologue"] = [IGNORE_LINE, *(opts.get("job_script_prologue") or [])]
     command = opts.get("python") or python
     opts["python"] = command if command.startswith("exec ") else f"exec {command}"

@@ -19,7 +19,6 @@ import math
 import psutil
 from dask.utils import format_bytes, parse_bytes
 
-RESOURCE = "memory"
 LEARN_FACTOR = 1.25
 MIB = 1 << 20
 

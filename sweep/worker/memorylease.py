@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sweep import _compat
-from sweep.worker.memory import RESOURCE
+from sweep.capacity.resources import MEMORY
 
 log = logging.getLogger(__name__)
 POLL_S = 0.2  # how often a waiting retry looks at what the worker has freed
@@ -44,7 +44,7 @@ class RetryMemory:
     def offer(self) -> int | None:
         """The worker's whole ``memory`` resource, or None when it offers none."""
         total, _ = _compat.worker_resources(self.worker)
-        return int(total[RESOURCE]) if RESOURCE in total else None
+        return int(total[MEMORY]) if MEMORY in total else None
 
     def _change(self, amount: float) -> float:
         """Add ``amount`` to the worker's available memory (negative: take); what it has now."""
@@ -52,8 +52,8 @@ class RetryMemory:
 
         def change() -> None:
             _, available = _compat.worker_resources(self.worker)
-            available[RESOURCE] += amount
-            seen.append(available[RESOURCE])
+            available[MEMORY] += amount
+            seen.append(available[MEMORY])
 
         _compat.on_worker_loop(self.worker, change)
         return seen[0]
@@ -64,8 +64,8 @@ class RetryMemory:
 
         def take() -> None:
             _, available = _compat.worker_resources(self.worker)
-            amount = max(0, min(wanted, int(available[RESOURCE])))
-            available[RESOURCE] -= amount
+            amount = max(0, min(wanted, int(available[MEMORY])))
+            available[MEMORY] -= amount
             taken.append(amount)
 
         _compat.on_worker_loop(self.worker, take)

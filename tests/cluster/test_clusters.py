@@ -24,6 +24,7 @@ PER_KIND = {
     "sge": {**HOUR, "queue": "all.q", "resource_spec": "h_vmem=8G"},
     "lsf": {**HOUR, "queue": "normal", "project": "proj42", "use_stdin": True},
     "htcondor": {"disk": "1GiB"},
+    "oar": {**HOUR, "queue": "default", "project": "proj42"},
 }
 
 
