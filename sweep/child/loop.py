@@ -41,7 +41,7 @@ from sweep.wire.protocol import (
     send,
 )
 
-STACKS_SIGNAL = signal.SIGUSR1  # = sweep.worker.child.STACKS_SIGNAL (not imported: psutil)
+STACKS_SIGNAL = signal.SIGUSR1  # = sweep.worker.watch.STACKS_SIGNAL (not imported: psutil)
 _report_fd: int | None = None  # where sweep.report() writes while this child serves
 _request_fd: int | None = None  # where a Prune for the running job arrives
 _job = 0  # the number of the job running (1 = this child's first)

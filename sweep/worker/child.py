@@ -28,7 +28,6 @@ import logging
 import math
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -63,10 +62,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STACKS_SIGNAL = signal.SIGUSR1  # the child dumps its Python threads' stacks on it (faulthandler)
-STACKS_WAIT_S = 1.0
 START_TIMEOUT_S = 120.0
 NO_CONFIG, NO_LIMITS = ChildConfig(), Limits()
+
+
+def _with_usable_cache(config: ChildConfig) -> ChildConfig:
+    """``config``, without its compile cache when that folder can't be made (logged)."""
+    if config.compile_cache:
+        try:
+            Path(config.compile_cache).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            log.warning("compile cache %s unusable (%s); child runs without it", config.compile_cache, exc)
+            return replace(config, compile_cache=None)
+    return config
 
 
 class Child(Replies):
@@ -82,7 +90,7 @@ class Child(Replies):
     ``replies`` (the handler of each message type the child sends: a method name, called
     with the message and the job, answering whether the message ended the job), and the
     hooks ``_start`` (spawn), ``_await_ready``, ``_wait_readable``, ``_sample``,
-    ``_record_death``, ``close`` and ``kill``. Everything else is the same for every child.
+    ``_record_death``, ``progress_cpu``, ``close`` and ``kill``. Everything else is the same for every child.
     """
 
     what = "child"
@@ -98,18 +106,9 @@ class Child(Replies):
         self.attempt = 0  # of the job running or last run
         self.unrestorable: tuple[str, ...] = ()  # what a job changed here that can't be undone
         self._log_bytes = Limits.log_bytes
-        spawn_config = config
-        if config.compile_cache:
-            try:
-                Path(config.compile_cache).mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                log.warning(
-                    "compile cache %s unusable (%s); child runs without it", config.compile_cache, exc
-                )
-                spawn_config = replace(config, compile_cache=None)
         self.log = ChildLog()
         self._req_w = self._rep_r = -1
-        self.process = Process(self._start(spawn_config))
+        self.process = Process(self._start(_with_usable_cache(config)))
         self.proc, self.pid, self._ps = self.process.proc, self.process.pid, self.process.ps
         self._oom = OomWatch(self.pid)
         self._await_ready()
@@ -316,18 +315,6 @@ class Child(Replies):
                 "its memory at the last look is in peak_rss"
             )
         log.info("child pid %d: %s", self.pid, record.error)
-
-    def _dump_stacks(self) -> None:
-        """Have the child write its Python threads' stacks to its output (faulthandler)."""
-        size = self.log.size()
-        try:
-            os.kill(self.pid, STACKS_SIGNAL)
-        except ProcessLookupError:
-            return
-        end = time.monotonic() + STACKS_WAIT_S
-        while time.monotonic() < end and self.log.size() == size:
-            time.sleep(0.05)
-        time.sleep(0.1)  # the dump is written thread by thread
 
     def _record_kill(self, record: PointRecord, status: Status, why: str) -> None:
         lines = 200 if status == "stalled" else 30

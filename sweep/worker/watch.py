@@ -18,6 +18,8 @@ stall even while rank 0 busy-polls in an ``allreduce`` waiting for it (Open MPI 
 from __future__ import annotations
 
 import math
+import os
+import signal
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
 SAMPLE_S = 0.1
 LIVE_EVERY_S = 2.0  # how often a running job's samples are passed on (the /sweep page)
 GPU_SAMPLE_S = 1.0  # how often a GPU point's device memory is read (a subprocess: nvidia-smi)
+STACKS_SIGNAL = signal.SIGUSR1  # the child dumps its Python threads' stacks on it (faulthandler)
+STACKS_WAIT_S = 1.0
 TREE = "its processes"  # the one process a one-process point's progress is told as
 
 
@@ -118,7 +122,7 @@ class Watch:
             return False
         status, why = hit
         if status == "stalled":
-            self.child._dump_stacks()
+            dump_stacks(self.child)
             why = why.replace(TREE, who, 1)
         self.child._record_kill(self.job.record, status, why)
         return True
@@ -131,3 +135,17 @@ class Watch:
             hit = self.limits.exceeded(0.0, 0, record.peak_threads)
             if hit:
                 child._record_kill(record, *hit)
+
+
+def dump_stacks(child: Child) -> None:
+    """Have ``child`` write its Python threads' stacks to its output (faulthandler), waiting up
+    to STACKS_WAIT_S for them."""
+    size = child.log.size()
+    try:
+        os.kill(child.pid, STACKS_SIGNAL)
+    except ProcessLookupError:
+        return
+    end = time.monotonic() + STACKS_WAIT_S
+    while time.monotonic() < end and child.log.size() == size:
+        time.sleep(0.05)
+    time.sleep(0.1)  # the dump is written thread by thread
