@@ -96,6 +96,7 @@ class Execution:
         self._fatal: str | None = None  # why the cluster can't go on (set from another thread)
         self._own_cluster = False  # whether this run started its cluster (not given a client)
         self._config = ChildConfig()  # the children's, set by the checks
+        self.placement = plan.placement(self.recipe)  # made once for the run, handed whole
         self._t0 = time.monotonic()
         # in a notebook the progress block is displayed now, in the cell that starts the run,
         # and only updated in place afterwards, from whichever thread runs the sweep
@@ -279,7 +280,6 @@ class Execution:
         seen to offer it."""
         from sweep.client import autothreads
 
-        r = self.recipe.resources
         own = self._own_cluster and self.recipe.cluster.cluster_kind.owns_cluster
         return Window(
             client,
@@ -287,12 +287,10 @@ class Execution:
             left,
             self.loaded.space.names,
             token,
-            threads=r.cores,
+            placement=self.placement,
             queue=SEARCH_QUEUE if study is not None else None,
-            accelerator=plan.placement(self.recipe).accelerator,
             auto=plan.calibration(self.recipe, autothreads.stored_choice(store.attr(autothreads.ATTR))),
             auto_cores=self._largest_worker(client),
-            memory=r.memory,
             learn_memory=True,
             offers_memory=own,
         )

@@ -32,6 +32,7 @@ from sweep import cadence
 from sweep.capacity import resources
 from sweep.client import plan
 from sweep.client.autothreads import Calibration
+from sweep.wire.placement import Placement
 from sweep.wire.protocol import PointRecord
 from sweep.wire.task import PointTask
 from sweep.worker import batchjob, memory
@@ -54,6 +55,9 @@ def chunk_size(walls: Sequence[float], left: int, slots: int) -> int:
     return max(1, min(size, left // (2 * max(1, slots))))
 
 
+ONE_CORE = Placement()  # a point of one core that asks nothing else
+
+
 class Window:
     """Feeds ``tasks`` to ``client`` a bounded number at a time; see the module docstring."""
 
@@ -65,30 +69,29 @@ class Window:
         names: Sequence[str],
         token: str,
         *,
-        threads: int = 1,
+        placement: Placement = ONE_CORE,
         queue: int | None = None,
-        memory: int | None = None,
         learn_memory: bool = False,
         offers_memory: bool = False,
-        accelerator: tuple[str, float] | None = None,
         auto: Calibration | None = None,
         auto_cores: int = 0,
     ) -> None:
-        """``threads``: the cores of each point; ``queue``: when given, at most the cluster's
+        """``placement``: the run's one :class:`~sweep.wire.placement.Placement` (each point's
+        cores, the memory it asks, ``resources.memory``, and the (resource, amount) of GPUs or
+        TPUs it asks of workers that offer them); ``queue``: when given, at most the cluster's
         job slots plus ``queue`` points are in flight, one per task, and a task is taken from
         ``tasks`` only when there is room for it (a search asks each trial as late as it can).
-        ``memory``: the bytes each point asks (``resources.memory``); ``learn_memory``: without
-        it, ask what the points that ended used (:func:`sweep.worker.memory.learned_ask`). Memory is
-        asked only when ``offers_memory`` (a cluster this run started, whose workers all offer
-        it) or once a worker is seen to offer it (:mod:`sweep.worker.memory`). ``accelerator``: the
-        (resource, amount) of GPUs or TPUs each point asks, of workers that offer them
-        (:class:`~sweep.wire.placement.Placement.accelerator`).
+        ``learn_memory``: without a memory ask, ask what the points that ended used
+        (:func:`sweep.worker.memory.learned_ask`). Memory is asked only when ``offers_memory``
+        (a cluster this run started, whose workers all offer it) or once a worker is seen to
+        offer it (:mod:`sweep.worker.memory`).
         ``auto``: a ``threads: auto`` sweep's calibration, which sets each task's k (one point a
         task, and no task beyond its points, until it has decided: :mod:`sweep.client.autothreads`);
         ``auto_cores``: the cores of the largest worker to expect while none has joined."""
         self.client = client
-        self.threads = threads
-        self.accelerator = accelerator
+        self.placement = placement
+        self.threads = placement.cores
+        self.accelerator = placement.accelerator
         self.queue = queue
         self.tasks = tasks
         self.left = left  # points not yet submitted
@@ -99,8 +102,8 @@ class Window:
         self._held: PointTask | None = None
         self._slots = (0, -math.inf)  # job slots, and when they were counted
         self._every = cadence.refresh_s()
-        self.memory = memory  # what each point asks now (None: nothing)
-        self._learn = learn_memory and memory is None
+        self.memory = placement.memory  # what each point asks now: the placement's, or learned
+        self._learn = learn_memory and placement.memory is None
         self.learned_from = 0  # points whose peak RSS the learned ask is based on
         self._largest_peak = 0  # the largest peak RSS of the points that ended
         self._peaks_seen = 0  # how many points' peaks that is over

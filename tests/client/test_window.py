@@ -6,6 +6,7 @@ from distributed import Client
 from sweep import Sweep
 from sweep.client import window
 from sweep.client.window import chunk_size
+from sweep.wire.placement import Placement
 from tests.helpers import JOBS
 
 
@@ -78,7 +79,7 @@ def test_points_asking_memory_wait_for_a_worker_to_say_whether_it_offers_memory(
         )
         make = task_maker(s.loaded)
         tasks = iter([make((i,), {"x": i}) for i in range(2)])
-        w = Window(client, tasks, 2, ["x"], "token", memory=4 * 2**30)
+        w = Window(client, tasks, 2, ["x"], "token", placement=Placement(memory=4 * 2**30))
         assert w.fill() == []  # no worker: whether memory is offered is unknown
         cluster.scale(1)
         client.wait_for_workers(1)
