@@ -32,12 +32,31 @@ def write_starter(folder: Path) -> list[Path]:
     there = [folder / name for name in FILES if (folder / name).exists()]
     if there:
         names = ", ".join(str(p) for p in there)
-        raise UsageError(f"{names} already exist(s); `sweep init` overwrites nothing: pick a new folder")
+        verb = "exists" if len(there) == 1 else "exist"
+        raise UsageError(f"{names} already {verb}; `sweep init` overwrites nothing: pick a new folder")
     root = _source()
     written = []
     for name in FILES:
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(root.joinpath(name).read_text())
+        text = root.joinpath(name).read_text()
+        target.write_text(_for_the_user(text, folder / name) if name.endswith(".yaml") else text)
         written.append(target)
     return written
+
+
+def _for_the_user(recipe: str, path: Path) -> str:
+    """The repository's recipe as a user's copy: how to run it from where it was written, and
+    where its output goes (``output`` is relative to the folder ``sweep submit`` runs in)."""
+    lines = recipe.splitlines()
+    lines = [
+        f"# Run it with `sweep submit {path}`." if line.startswith("# Run it with") else line
+        for line in lines
+    ]
+    lines = [
+        f"{line}   # relative to the folder you run `sweep submit` in"
+        if line.startswith("output:") and "#" not in line
+        else line
+        for line in lines
+    ]
+    return "\n".join(lines) + "\n"

@@ -23,6 +23,7 @@ from sweep import interrupts
 from sweep.client import plan
 from sweep.client.execution import Execution, RunOptions
 from sweep.client.progress import SweepProgress
+from sweep.errors import SweepError
 from sweep.model.recipe import LoadedRecipe, Recipe, RecipeError, safe_name
 from sweep.model.values import load_yaml
 from sweep.store.results import open_results
@@ -170,8 +171,11 @@ class Sweep:
         result back (seconds since the call). Each call is one :class:`~sweep.client.execution.Execution`.
         """
         options = RunOptions(force, keep_done, only_failed, progress, on_start, on_store)
-        with interrupts.guarded():  # a Ctrl-C in importlib's code would leave its lock held
-            return self.execution(options, cancel).execute(client)
+        try:
+            with interrupts.guarded():  # a Ctrl-C in importlib's code would leave its lock held
+                return self.execution(options, cancel).execute(client)
+        except SweepError as exc:  # the user's error, told whole: not the package's frames
+            raise exc.with_traceback(None) from None
 
     def execution(self, options: RunOptions, cancel: threading.Event | None = None) -> Execution:
         """A new run of this sweep (not started); ``stats``, ``timeline`` and ``progress``

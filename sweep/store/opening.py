@@ -82,8 +82,9 @@ def _changed_inputs(
             if diff
         )
     raise StoreMismatch(
-        f"{path} was computed from other inputs:{listed}\nUse --force to start over in place, "
-        "--output PATH to run elsewhere, or --keep-done to keep the done points and run the rest with "
+        f"{path} was computed from other inputs:{listed}\nUse --force (Python: run(force=True)) to start "
+        "over in place, --output PATH to run elsewhere, or --keep-done (run(keep_done=True)) to keep the "
+        "done points and run the rest with "
         "the new inputs (recorded in the store's sweep_history)"
     )
 
@@ -106,15 +107,16 @@ def _growth(path: Path, attrs: dict[str, Any], space: Any, keep_done: bool) -> g
             f"{attrs.get('sweep_dims', '?')} of recipe {attrs.get('sweep_name', '?')!r}, "
             f"{attrs.get('sweep_points', '?')} points; this recipe has a {space.kind} space over "
             f"{json.dumps(list(space.dims))}, {len(space)} points{_settings_changed(attrs, space)}). "
-            "Use another --output, or --force to delete it and start over"
+            "Use another --output, or --force (Python: run(force=True)) to delete it and start over"
         )
     if g.dropped and not keep_done:
         shown = "".join(f"\n  {p}" for p in g.dropped[:10])
         more = f"\n  ... and {len(g.dropped) - 10} more" if len(g.dropped) > 10 else ""
         raise StoreMismatch(
             f"{path}: this space leaves out {len(g.dropped)} point(s) that already ran:{shown}{more}\n"
-            f"Use --keep-done to keep the {g.kept} point(s) still in the space and drop these, "
-            "--output PATH to run elsewhere, or --force to delete it all and start over"
+            f"Use --keep-done (Python: run(keep_done=True)) to keep the {g.kept} point(s) still in the space "
+            "and drop these, --output PATH to run elsewhere, or --force (run(force=True)) to delete it all "
+            "and start over"
         )
     return g
 
