@@ -298,7 +298,7 @@ def plan_text(settings: ClusterSettings, placement: Placement, points: int) -> s
     TPUs) run at once, and whether cores, memory or the accelerators limit it."""
     threads, memory, wanted = placement.cores, placement.memory, asked(placement)
     asks = (
-        f"{threads} cores"
+        _count(threads, "core")
         + (f" and {shown(memory)}" if memory else "")
         + (f" and {wanted[0].resource}={wanted[1]:g}" if wanted else "")
     )
@@ -313,26 +313,33 @@ def plan_text(settings: ClusterSettings, placement: Placement, points: int) -> s
         return at, by
 
     if settings.cluster_kind.is_address:
-        return f"scheduler {settings.address}; {points} points of {asks}"
+        return f"scheduler {settings.address}; {_count(points, 'point')} of {asks}"
     offer = worker_memory(settings)
     if settings.cluster_kind.is_local:
         n = settings.threads or local_cores()
         at, by = at_once(n, offer)
         return (
-            f"local cluster: 1 worker, {n} threads and {shown(offer)} (resources threads={n}, "
-            f"memory={offer}); {at} points of {asks} at a time, limited by {by}; {points} points"
+            f"local cluster: 1 worker, {_count(n, 'core')} and {shown(offer)} (resources "
+            f"threads={n}, memory={shown(offer)}); {_count(at, 'point')} of {asks} at a time, limited "
+            f"by {by}; {_count(points, 'point')}"
         )
     jobs = (
         f"adaptive, {settings.adapt.minimum_jobs}..{settings.adapt.maximum_jobs} batch jobs"
         if settings.adapt
-        else f"{settings.jobs} batch jobs"
+        else _count(settings.jobs, "batch job")
     )
     at, by = at_once(settings.cores or 0, offer)
     return (
-        f"{settings.kind}: {jobs}, each 1 worker with {settings.cores} threads and {settings.memory} "
-        f"(resources threads={settings.cores}, memory={offer}); {at} points of {asks} per worker at "
-        f"a time, limited by {by}; {points} points; TLS {'on' if settings.security else 'OFF'}"
+        f"{settings.kind}: {jobs}, each 1 worker with {_count(settings.cores or 0, 'core')} and "
+        f"{settings.memory} (resources threads={settings.cores}, memory={shown(offer)}); "
+        f"{_count(at, 'point')} of {asks} per worker at a time, limited by {by}; {_count(points, 'point')}; "
+        f"TLS {'on' if settings.security else 'OFF'}"
     )
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 core``, ``2 cores``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 ALL_INTERFACES = ("", "0.0.0.0", "::", "[::]", "*")

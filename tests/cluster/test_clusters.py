@@ -94,7 +94,7 @@ def test_dry_run_prints_plan_and_script_and_submits_nothing(tmp_path, capsys):
     )
     assert main(["submit", str(recipe), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "slurm: 3 batch jobs, each 1 worker with 4 threads" in out and "2 points of 2 cores" in out
+    assert "slurm: 3 batch jobs, each 1 worker with 4 cores" in out and "2 points of 2 cores" in out
     assert "#SBATCH --cpus-per-task=4" in out
     # named for the sweep, logging into the store, appending on requeue
     assert "#SBATCH -J sweep-demo" in out and "#SBATCH --open-mode=append" in out

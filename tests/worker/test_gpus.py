@@ -175,7 +175,7 @@ def test_the_plan_names_gpus_as_the_limit_and_more_gpus_than_the_machine_is_refu
     from sweep.model.recipe import ClusterSettings
 
     line = plan_text(ClusterSettings(threads=8), Placement(1, gpus=0.5), 3)
-    assert "2 points of 1 cores and gpus=0.5 at a time, limited by GPUs" in line, line
+    assert "2 points of 1 core and gpus=0.5 at a time, limited by GPUs" in line, line
     recipe = write_recipe(tmp_path / "many.yaml", **base, resources={"gpus": 1}, cluster={"gpus": 2})
     r = cli("validate", str(recipe))
     assert r.returncode == 2 and "cluster.gpus=2 but this machine has 1 GPU(s)" in r.stderr, r.stderr

@@ -98,7 +98,7 @@ def test_a_point_asking_more_memory_than_any_worker_has_is_refused_at_validate(t
 def test_validate_says_how_many_points_run_at_once_and_what_limits_them(tmp_path):
     out = validate(tmp_path, "600MiB", {"memory": "1GiB", "threads": 2})
     assert out.returncode == 0, out.stderr
-    assert "1 points of 1 cores and 600.00 MiB at a time, limited by memory" in out.stdout, out.stdout
+    assert "1 point of 1 core and 600.00 MiB at a time, limited by memory" in out.stdout, out.stdout
 
 
 def test_a_point_asking_more_than_any_worker_of_a_given_client_offers_is_refused(client, tmp_path):
