@@ -140,8 +140,9 @@ def _ls_args(q: argparse.ArgumentParser) -> None:
 @command("ls", "every result store under a folder: counts, running or not, size", _ls_args, prints=True)
 def _ls(args: argparse.Namespace) -> int:
     from sweep.client import driver
-    from sweep.store import last_run, lost_points
+    from sweep.store import lost_points
     from sweep.store.integrity import StoreDamaged
+    from sweep.store.runs import last_run_short
     from sweep.wire.protocol import NOT_DONE
 
     root = Path(args.folder)
@@ -160,12 +161,12 @@ def _ls(args: argparse.Namespace) -> int:
         extra = "".join(f" ({n} {what})" for n, what in ((c["pruned"], "pruned"), (damaged, "damaged")) if n)
         rows.append(
             (str(path), attrs.get("sweep_name", "?"), f"{c['done']}/{bad}/{sum(c.values())}{extra}",
-             last_run(path, attrs), f"{found.size(path) / 2**20:.1f} MiB")
+             last_run_short(path, attrs), f"{found.size(path) / 2**20:.1f} MiB")
         )  # fmt: skip
     if not rows:
         print(f"no sweep stores under {root}")
         return EXIT_OK
-    for line in aligned([("store", "name", "done/failed/total", "run", "size"), *rows]):
+    for line in aligned([("store", "name", "done/failed/total", "last run", "size"), *rows]):
         print(line)
     return EXIT_OK
 

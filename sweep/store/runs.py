@@ -60,6 +60,21 @@ def _inputs_by_point(group: Any, attrs: Mapping[str, Any]) -> list[tuple[int, in
     return out
 
 
+def last_run_short(path: str | os.PathLike, attrs: Mapping[str, Any]) -> str:
+    """A few words on the store's last run, for a table (``sweep ls``): ``running now``,
+    ``finished 2026-12-07 09:56``, ``ended abnormally``, ``moved while running``, ``none``."""
+    state = attrs.get("sweep_run_state")
+    if state is None:
+        return "none"
+    if state == "running" and locked(Path(path)):
+        return "running now"
+    if state == "running":
+        ran_at = attrs.get("sweep_run_path")
+        return "moved while running" if ran_at and ran_at != str(Path(path).resolve()) else "ended abnormally"
+    when = str(attrs.get("sweep_last_end") or attrs.get("sweep_last_run") or "")
+    return f"{state} {when[:16].replace('T', ' ')}".strip()
+
+
 def last_run(path: str | os.PathLike, attrs: Mapping[str, Any]) -> str:
     """One line on the store's last run, from its attributes and its lock."""
     state = attrs.get("sweep_run_state")

@@ -190,6 +190,9 @@ def test_ls_lines_up_its_columns(client, tmp_path, capsys):
     for column in (1, 2):  # name, counts: each starts at the same place on every line
         starts = {line.index(re.split(r"\s{2,}", line)[column], len(line.split()[0])) for line in lines}
         assert len(starts) == 1, lines
+    # found: 165 columns, the run column a sentence; now a few words ("finished 2026-12-07 09:56")
+    runs = [re.split(r"\s{2,}", line)[3] for line in lines[1:]]
+    assert all(r.startswith("finished 20") and len(r) <= 25 for r in runs), lines
 
 
 def test_status_shows_the_exception_behind_an_introducing_line():
