@@ -120,7 +120,15 @@ class Execution:
         ds = self.dataset()
         self.stats["wall_s"] = time.monotonic() - self._t0
         if self.options.progress:
-            table = summary_table(ds, self.stats["wall_s"], str(self.output))
+            if not self.stats.get("todo"):
+                total = len(self.loaded.space)
+                print(
+                    f"[sweep] {self.output}: nothing to run, {total} of {total} points already ended",
+                    file=sys.stderr,
+                )
+            table = summary_table(
+                ds, self.stats["wall_s"], str(self.output), ran=int(self.stats.get("todo", 0))
+            )
             show_summary(table, self.progress, self._notebook)
         return ds
 
@@ -162,6 +170,7 @@ class Execution:
             if store.created and self.loaded.search is not None:
                 search.journal_path(self.output).unlink(missing_ok=True)  # a study of an earlier store
             todo = store.todo(self.options.only_failed)
+            self.stats["todo"] = len(todo)
             if store.growth is not None:
                 self.stats.update(kept=store.growth.kept, new=store.growth.new)
                 if self.options.progress:

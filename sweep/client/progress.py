@@ -205,11 +205,12 @@ def last_run_wall(attrs: Any) -> float | None:
     return seconds if seconds >= 0 else None
 
 
-def summary_table(ds: Any, wall_s: float | None, output: str) -> Table:
+def summary_table(ds: Any, wall_s: float | None, output: str, ran: int | None = None) -> Table:
     """A rich table summarising a result dataset: counts by status and the measurements.
 
-    ``wall_s`` is the sweep's wall time; None shows the store's last run (whole seconds, from
-    its ``sweep_last_run`` / ``sweep_last_end``), or no row when the store has none."""
+    ``wall_s`` is this command's wall time, start to end, and ``ran`` the points it ran; None
+    shows the store's last run instead (whole seconds from its store opening to its end,
+    ``sweep_last_run`` / ``sweep_last_end``), or no row when the store has none."""
     import numpy as np
 
     status = ds["status"].values.ravel().astype(str)
@@ -230,8 +231,10 @@ def summary_table(ds: Any, wall_s: float | None, output: str) -> Table:
     auto = autothreads.describe(ds.attrs.get(autothreads.ATTR))
     if auto is not None:
         table.add_row("threads: auto", auto)
+    if ran is not None:
+        table.add_row("points run now", str(ran))
     if wall_s is not None:
-        table.add_row("sweep wall s", f"{wall_s:.1f}")
+        table.add_row("wall s, this command", f"{wall_s:.1f}")
     elif (last := last_run_wall(ds.attrs)) is not None:
-        table.add_row("last run wall s", f"{last:.0f}")
+        table.add_row("wall s, last run (store open to end)", f"{last:.0f}")
     return table

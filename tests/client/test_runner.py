@@ -15,7 +15,7 @@ import xarray as xr
 
 from sweep import Sweep, open_results
 from sweep.cli.app import main
-from tests.helpers import JOBS, ROOT, cli_submit, sweep_command, write_recipe
+from tests.helpers import JOBS, ROOT, cli, cli_submit, sweep_command, write_recipe
 
 OUTPUTS = ["y", "vec", "curve"]
 
@@ -112,7 +112,7 @@ def test_cli_submit_status_results_on_a_finished_sweep(tmp_path, capsys):
     assert "done     8" in capsys.readouterr().out
     assert main(["results", str(out)]) == 0
     summary = capsys.readouterr().out.split("<xarray.Dataset>")[0]
-    assert "last run wall s" in summary and "nan" not in summary, summary
+    assert "wall s, last run" in summary and "nan" not in summary, summary
     assert main(["results", str(out), "--export", str(tmp_path / "t.csv")]) == 0
     # quiet: one line, naming the array outputs a table can't hold
     columns = len(next(csv.reader(lines_of(tmp_path / "t.csv")))) - 2  # less the two dims
@@ -257,3 +257,14 @@ def test_a_store_that_cannot_be_opened_beside_the_cluster_closes_the_cluster(tmp
     assert local_workers() == before
     assert not [t for t in threading.enumerate() if t.name.startswith("sweep-store")]
     assert "cluster" in s.timeline  # it had started
+
+
+@pytest.mark.slow
+def test_a_rerun_of_a_finished_sweep_says_there_is_nothing_to_run(tmp_path):
+    """Found: a second `make run` on a finished store said nothing like "nothing to run"."""
+    recipe = resumable_recipe(tmp_path, name="again")
+    assert cli("submit", str(recipe), "--set", "cluster.dashboard=127.0.0.1:0").returncode == 0
+    again = cli("submit", str(recipe), "--set", "cluster.dashboard=127.0.0.1:0")
+    assert again.returncode == 0, again.stderr
+    assert "nothing to run, 8 of 8 points already ended" in again.stderr, again.stderr
+    assert "points run now" in again.stdout + again.stderr
