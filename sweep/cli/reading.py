@@ -62,6 +62,8 @@ def _logs(args: argparse.Namespace) -> int:
         if pid in ended and args.attempt is None:
             texts.append(ended[pid])
         for label, text in texts:
+            if not text:  # an attempt cut short (a cancel) before it printed: nothing to show
+                continue
             print(f"==> point {pid} {label} <==")
             print(text, end="" if text.endswith("\n") else "\n")
             shown += 1

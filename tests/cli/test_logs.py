@@ -177,3 +177,15 @@ def test_a_retry_keeps_the_earlier_runs_attempt_logs(client, tmp_path):
     (folder,) = (tmp_path / "r.zarr" / "logs").iterdir()
     assert sorted(p.name for p in folder.iterdir()) == ["1.txt", "2.txt"]
     assert all("hello from 1" in p.read_text() for p in folder.iterdir())
+
+
+def test_an_attempt_that_printed_nothing_shows_no_bare_heading(client, tmp_path, capsys):
+    """Found: `sweep logs` of a cancelled sweep printed four bare `==> point ... attempt 1 <==`
+    headings, one for each point running at the cancel (now pending), and nothing else."""
+    out = tmp_path / "out.zarr"
+    ds = Sweep(f"{JOBS}:noop", {"grid": {"x": [1]}}, output=out).run(client=client, progress=False)
+    folder = out / "logs" / str(ds["point_id"].item())
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "2.txt").write_text("")  # an attempt cancelled before it printed
+    rc, said = logs(capsys, str(out))
+    assert rc == 0 and "attempt 2 <==" not in said, said
