@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from sweep.capacity import accelerators
 from sweep.client.plan import budget
 from sweep.model.recipe import Recipe
 from sweep.wire.childconfig import ChildConfig
@@ -126,7 +127,7 @@ def scenario(cpu: int = 12, tpu: int = 2, repeat: int = 1) -> dict[str, Any]:
             "chips": [c.key for c in chips],
             "python": platform.python_version(),
         },
-        "budgets": {**budgets, "tpu_runtime_threads": tpus.RUNTIME_THREADS},
+        "budgets": {**budgets, "tpu_runtime_threads": accelerators.TPU_RUNTIME_THREADS},
         "runs": runs,
         "tpu_k2": k2,
         "unleased": _unleased(tpu_config),

@@ -19,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from sweep.capacity.memory import shown
 from sweep.model import limits
 from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
@@ -146,8 +147,7 @@ def _devices_text(name: str, found: dict[str, Any]) -> str:
     if not devices:
         return f"none ({WHERE_FOUND[name]}; resources.{name} can't be asked here)"
     listed = "; ".join(
-        f"{d['index']}: {d['name']}" + (f" {memory.shown(d['memory'])}" if d["memory"] else "")
-        for d in devices
+        f"{d['index']}: {d['name']}" + (f" {shown(d['memory'])}" if d["memory"] else "") for d in devices
     )
     return f"{listed}; " + ", ".join(found["plan"].values())
 
@@ -213,7 +213,7 @@ def render(report: dict[str, Any]) -> str:
         ("cgroup CPU quota", cg["cpu_max"] or "-"),
         (
             "memory (total / available / local worker offers)",
-            " / ".join(memory.shown(report["memory"][k]) for k in ("total", "available", "local_offer")),
+            " / ".join(shown(report["memory"][k]) for k in ("total", "available", "local_offer")),
         ),
         ("cgroup pids limit", cg["pids_max"] or "-"),
         ("MPI for resources.ranks", _mpi_text(report["mpi"])),

@@ -208,7 +208,7 @@ def _status(args: argparse.Namespace) -> int:
     from sweep.client.listeners.learned import MEMORY_ATTR
 
     if MEMORY_ATTR in ds.attrs:
-        from sweep.worker import memory
+        from sweep.capacity import memory
 
         ask = json.loads(ds.attrs[MEMORY_ATTR])
         n = ask["learned_from"]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from pathlib import Path
 from typing import Any
 
+from sweep.capacity.accelerators import ACCELERATORS, asked
 from sweep.client import autothreads
 from sweep.errors import SweepWarning
 from sweep.model.recipe import LoadedRecipe, Recipe
@@ -22,7 +23,6 @@ from sweep.wire.placement import GPUS, TPUS, Placement, thread_budget
 from sweep.wire.recycling import Recycling
 from sweep.wire.task import Limits, PointTask
 from sweep.worker import gpus, tpus
-from sweep.worker.kinds import KINDS, asked
 
 
 def child_config(recipe: Recipe, jax: bool = True) -> ChildConfig:
@@ -108,10 +108,10 @@ def point_timeout(recipe: Recipe) -> float | None:
 def budget(recipe: Recipe, k: int | None = None) -> int:
     """Threads each point may hold: ``resources.thread_budget``, else 12 + 5k plus
     ``resources.extra_threads`` plus the threads of the device runtime of the accelerator it asks
-    for (``Kind.runtime_threads``) (``k``: the point's cores, default ``resources.threads``); an
+    for (``Accelerator.runtime_threads``) (``k``: the point's cores, default ``resources.threads``); an
     MPI point's ranks that each, plus the MPI runtime's own (:func:`sweep.worker.mpi.point_budget`)."""
     r = recipe.resources
-    runtime = sum(KINDS[name].runtime_threads for name in (GPUS, TPUS) if getattr(r, name))
+    runtime = sum(ACCELERATORS[name].runtime_threads for name in (GPUS, TPUS) if getattr(r, name))
     per_rank = r.thread_budget or thread_budget(r.threads if k is None else k) + r.extra_threads + runtime
     if r.ranks == 1:
         return per_rank

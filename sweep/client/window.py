@@ -29,13 +29,13 @@ from distributed import Client, Future
 from distributed.scheduler import KilledWorker
 
 from sweep import cadence
-from sweep.capacity import resources
+from sweep.capacity import memory, resources
 from sweep.client import plan
 from sweep.client.autothreads import Calibration
 from sweep.wire.placement import Placement
 from sweep.wire.protocol import PointRecord
 from sweep.wire.task import PointTask
-from sweep.worker import batchjob, memory
+from sweep.worker import batchjob
 from sweep.worker.points import run_points
 
 log = logging.getLogger(__name__)

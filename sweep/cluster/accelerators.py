@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sweep.capacity.accelerators import ACCELERATORS, Accelerator
 from sweep.errors import SweepError
 from sweep.model import backends
-from sweep.worker.devices import Kind
 from sweep.worker.kinds import KINDS
 
 
@@ -17,7 +17,7 @@ class AcceleratorError(SweepError, ValueError):
     """A point asks for devices no worker of the cluster has; the message says how to fix it."""
 
 
-def offered(settings: Any, kind: Kind) -> int | None:
+def offered(settings: Any, kind: Accelerator) -> int | None:
     """The devices of ``kind`` one worker of ``settings`` offers: the cluster key, else on a
     local cluster those this node has; None where the workers say it themselves."""
     given = getattr(settings, kind.resource)
@@ -27,19 +27,24 @@ def offered(settings: Any, kind: Kind) -> int | None:
 def local_offers(given: dict[str, int | None]) -> dict[str, int]:
     """What the local worker offers of each kind: ``given`` (a kind's ``cluster`` key), else
     the devices this node has."""
-    return {name: _local(kind, given.get(name)) for name, kind in KINDS.items()}
+    return {name: _local(kind, given.get(name)) for name, kind in ACCELERATORS.items()}
 
 
-def _local(kind: Kind, given: int | None) -> int:
-    """The devices of ``kind`` the local worker offers: ``given``, else those this node has."""
-    return len(kind.find()) if given is None else given
+def _local(kind: Accelerator, given: int | None) -> int:
+    """The devices of ``kind`` the local worker offers: ``given``, else those this node has
+    (found by the worker's driver of the kind)."""
+    return _found(kind) if given is None else given
 
 
-def preflight(settings: Any, kind: Kind, amount: float) -> None:
+def _found(kind: Accelerator) -> int:
+    return len(KINDS[kind.resource].find())
+
+
+def preflight(settings: Any, kind: Accelerator, amount: float) -> None:
     """A point asking ``amount`` devices of ``kind`` needs a worker that has that many."""
     need, key = math.ceil(amount), kind.resource
     if settings.cluster_kind.is_local:
-        found = len(kind.find())
+        found = _found(kind)
         given = getattr(settings, key)
         if given is not None and given > found:
             raise AcceleratorError(
@@ -65,7 +70,7 @@ def batch_offer(settings: Any, opts: dict[str, Any]) -> str:
     """The ``--resources`` entries of a batch job's worker for its accelerators (``,gpus=G``...);
     GPUs are also asked of the batch system in its own syntax (added to ``opts``)."""
     offer = ""
-    for name in KINDS:
+    for name in ACCELERATORS:
         n = getattr(settings, name)
         if n:  # the batch system gives the job its devices; the worker offers them
             offer += f",{name}={n}"

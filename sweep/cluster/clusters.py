@@ -34,6 +34,9 @@ from distributed import Client, Scheduler, SpecCluster
 
 from sweep import _compat, cadence
 from sweep.capacity import resources
+from sweep.capacity.accelerators import asked
+from sweep.capacity.memory import at_once as memory_at_once
+from sweep.capacity.memory import shown, size
 from sweep.cluster import accelerators
 from sweep.cluster.arrivals import Arrivals
 from sweep.cluster.fits import unfit
@@ -44,9 +47,7 @@ from sweep.model import backends
 from sweep.model.recipe import ClusterSettings
 from sweep.wire.placement import GPUS, TPUS, Placement
 from sweep.worker import batchjob, endsignal
-from sweep.worker.kinds import asked
-from sweep.worker.memory import at_once as memory_at_once
-from sweep.worker.memory import local_offer, shown, size
+from sweep.worker.memory import local_offer
 
 log = logging.getLogger(__name__)
 short_logs()  # the scheduler of a local or batch cluster runs in this process

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from sweep.capacity.memory import shown
 from sweep.capacity.resources import CORES, MEMORY
-from sweep.worker.memory import shown
 
 
 def fits(offer: Mapping[str, float], asked: Mapping[str, float]) -> bool:

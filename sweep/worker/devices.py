@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweep.wire.placement import gpu_slots
+from sweep.capacity.accelerators import Accelerator
 from sweep.worker.leases import NodeLocks
 
 
@@ -38,39 +38,30 @@ class Device:
 
 
 @dataclass(frozen=True)
-class Kind:
-    """A kind of accelerator.
-
-    ``resource``: the recipe key, Dask resource and cluster key (``gpus``, ``tpus``); ``noun``:
-    one device in words; ``platform``: the children's ``JAX_PLATFORMS`` when the recipe names
-    none; ``slots``: lock files per device; ``for_life``: whether a child holds its devices
-    while it lives; ``runtime_threads``: the threads the device runtime adds to a child's
-    (measured: docs/threads.md); ``environ(devices, share, on_node)``: what a child's
-    environment says of the devices it holds (``on_node``: how many the node has); ``find()``:
-    the devices this process may use.
+class Kind(Accelerator):
+    """A kind of accelerator as this worker drives it: its descriptor
+    (:class:`~sweep.capacity.accelerators.Accelerator`: recipe key, noun, platform, slots,
+    for-life, runtime threads) and the two things only a node can do: ``environ(devices,
+    share, on_node)``, what a child's environment says of the devices it holds (``on_node``:
+    how many the node has), and ``find()``, the devices this process may use.
     """
 
-    resource: str
-    noun: str
-    platform: str
-    slots: int
-    for_life: bool
-    runtime_threads: int
     environ: Callable[[Sequence[Device], float, int], dict[str, str]] = field(compare=False)
     find: Callable[[], list[Device]] = field(compare=False)
 
-    def split(self, amount: float) -> tuple[int, int]:
-        """(devices, slots on each) a point asking ``amount`` holds."""
-        if self.slots == 1:
-            if amount != int(amount) or amount < 1:
-                raise ValueError(f"resources.{self.resource}={amount:g}: whole devices only")
-            return int(amount), 1
-        return gpu_slots(amount)
-
-    def points_at_once(self, devices: int, amount: float) -> int:
-        """How many points asking ``amount`` run at once on ``devices`` devices."""
-        count, each = self.split(amount)
-        return devices // count if amount >= 1 else devices * (self.slots // each)
+    @classmethod
+    def driving(
+        cls,
+        accelerator: Accelerator,
+        environ: Callable[[Sequence[Device], float, int], dict[str, str]],
+        find: Callable[[], list[Device]],
+    ) -> Kind:
+        """The driver of ``accelerator``: its descriptor with ``environ`` and ``find``."""
+        return cls(
+            **{f: getattr(accelerator, f) for f in accelerator.__dataclass_fields__},
+            environ=environ,
+            find=find,
+        )
 
 
 @dataclass

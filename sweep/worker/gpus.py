@@ -24,8 +24,8 @@ import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 
+from sweep.capacity import accelerators
 from sweep.errors import SweepError
-from sweep.wire.placement import GPU_SLOTS, GPUS
 from sweep.worker.devices import Device, Kind
 
 PREALLOCATED = 0.75  # XLA's default XLA_PYTHON_CLIENT_MEM_FRACTION
@@ -132,4 +132,4 @@ def environ(devices: Sequence[Device], share: float, on_node: int) -> dict[str, 
 
 
 # the threads CUDA's runtime adds to a child's are not measured here (no GPU machine): none counted
-GPU = Kind(GPUS, "GPU", "cuda", GPU_SLOTS, for_life=False, runtime_threads=0, environ=environ, find=detect)
+GPU = Kind.driving(accelerators.GPU, environ=environ, find=detect)

@@ -24,17 +24,13 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from sweep.capacity import accelerators
 from sweep.errors import SweepError
-from sweep.wire.placement import TPUS
 from sweep.worker.devices import Device, Kind
 
 FAKE = "SWEEP_FAKE_TPUS"
 BASE_PORT = 8476  # libtpu's default process port; a child on chip i takes BASE_PORT + i
 DEV = Path("/dev")
-# threads a TPU point's budget adds to a CPU child's 12 + 5k for libtpu's own: a TPU child held at
-# most 131 threads at k = 1 (114 over 17) and 124 at k = 2 on a TPU v5e, JAX 0.10.2
-# (benchmarks/tpu_points.py; docs/threads.md); 140 leaves room for another libtpu's few more
-RUNTIME_THREADS = 140
 
 
 def detect(env: Mapping[str, str] | None = None, dev: Path = DEV) -> list[Device]:
@@ -71,9 +67,7 @@ def environ(devices: Sequence[Device], share: float, on_node: int) -> dict[str, 
     }
 
 
-TPU = Kind(
-    TPUS, "TPU chip", "tpu", 1, for_life=True, runtime_threads=RUNTIME_THREADS, environ=environ, find=detect
-)
+TPU = Kind.driving(accelerators.TPU, environ=environ, find=detect)
 
 
 class JaxWithoutTpu(SweepError, RuntimeError):

@@ -7,6 +7,7 @@ import psutil
 import pytest
 
 from sweep import Sweep
+from sweep.capacity import memory as packing
 from sweep.worker import memory
 from tests.helpers import JOBS, cli, write_recipe
 
@@ -14,16 +15,16 @@ MIB = 1 << 20
 
 
 def test_points_at_once_are_limited_by_cores_or_memory():
-    assert memory.at_once(32, 1, 120 << 30, 8 << 30) == (15, "memory")
-    assert memory.at_once(32, 1, 120 << 30, 1 << 30) == (32, "cores")
-    assert memory.at_once(32, 4, None, 8 << 30) == (8, "cores")
-    assert memory.at_once(2, 1, 1 << 30, None) == (2, "cores")
+    assert packing.at_once(32, 1, 120 << 30, 8 << 30) == (15, "memory")
+    assert packing.at_once(32, 1, 120 << 30, 1 << 30) == (32, "cores")
+    assert packing.at_once(32, 4, None, 8 << 30) == (8, "cores")
+    assert packing.at_once(2, 1, 1 << 30, None) == (2, "cores")
 
 
 def test_the_learned_ask_is_a_margin_over_the_largest_peak_up_to_the_largest_worker():
-    assert memory.learned_ask(0) is None
-    assert memory.learned_ask(300 * MIB) == 375 * MIB
-    assert memory.learned_ask(300 * MIB, most=320 * MIB) == 320 * MIB
+    assert packing.learned_ask(0) is None
+    assert packing.learned_ask(300 * MIB) == 375 * MIB
+    assert packing.learned_ask(300 * MIB, most=320 * MIB) == 320 * MIB
 
 
 def test_the_local_offer_is_the_given_memory_or_what_is_available_less_a_margin():

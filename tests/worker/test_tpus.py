@@ -9,6 +9,7 @@ import time
 import pytest
 
 from sweep import Sweep
+from sweep.capacity import accelerators
 from sweep.model.recipe import Resources
 from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
@@ -71,7 +72,7 @@ def test_a_tpu_point_s_budget_counts_the_runtime_s_threads_and_its_children_run_
         {"job": f"{JOBS}:tpu_env", "params": {"grid": {"x": [0]}}, "resources": {"tpus": 1}}
     )
     where = plan.placement(loaded.recipe)
-    assert where.tpus == 1 and where.thread_budget == 17 + tpus.RUNTIME_THREADS
+    assert where.tpus == 1 and where.thread_budget == 17 + accelerators.TPU_RUNTIME_THREADS
     assert plan.child_platforms(loaded.recipe) == "tpu"
 
 
