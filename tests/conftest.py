@@ -70,13 +70,11 @@ def pytest_sessionstart(session):
     _started.append(time.monotonic())
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """Note how long each unmarked test's call took (see FAST_LANE_BUDGET_S)."""
-    outcome = yield
-    report = outcome.get_result()
-    if report.when == "call" and item.get_closest_marker("slow") is None:
-        _durations[item.nodeid] = call.duration
+def pytest_runtest_logreport(report):
+    """Note how long each unmarked test's call took (see FAST_LANE_BUDGET_S); in the process
+    that reports, so under `pytest -n N` too."""
+    if report.when == "call" and "slow" not in report.keywords:
+        _durations[report.nodeid] = report.duration
 
 
 def _fast_lane(config) -> bool:
