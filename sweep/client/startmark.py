@@ -13,6 +13,7 @@ that may be gone or reused).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -22,12 +23,19 @@ import psutil
 
 from sweep.store.layout import STARTING_NAME
 
+log = logging.getLogger(__name__)
+
 
 def mark(output: Path, pid: int) -> None:
-    """Note that the driver ``pid`` is starting for ``output``."""
+    """Note that the driver ``pid`` is starting for ``output`` (not on a disk too full for the
+    mark: the driver's own end then says why)."""
     tmp = output / f"{STARTING_NAME}.{os.getpid()}"
-    tmp.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "since": time.time()}))
-    os.replace(tmp, output / STARTING_NAME)
+    try:
+        tmp.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "since": time.time()}))
+        os.replace(tmp, output / STARTING_NAME)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        log.info("%s: no mark of the starting driver (%s)", output, exc)
 
 
 def clear(output: Path) -> None:
