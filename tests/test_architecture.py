@@ -113,6 +113,26 @@ def test_each_folder_imports_only_the_folders_below_it():
     assert not slips, slips
 
 
+# what the client and cluster folders may import of the worker's: the Dask tasks and commands a
+# client sends, the pool a local worker starts with, the batch job's end, and the node's own
+# answers (accelerator drivers, memory, MPI launcher, JAX support, checkpoints' Dask keys, pinning)
+WORKER_FACE = {
+    "points", "commands", "pool", "batchjob", "endsignal", "kinds", "memory", "mpi", "gpus", "tpus",
+    "checkpoints", "pinning",
+}  # fmt: skip
+
+
+def test_the_client_and_cluster_use_only_the_workers_face():
+    found = modules()
+    slips = []
+    for name, path in found.items():
+        if _folder(name) in ("client", "cluster"):
+            for other in imports(path, set(found)):
+                if other.startswith("sweep.worker.") and other.split(".")[2] not in WORKER_FACE:
+                    slips.append(f"{name} imports {other}")
+    assert not slips, slips
+
+
 def test_the_architecture_page_names_every_folder_of_the_layer_table():
     assert {f"sweep/{f}/" for f in LAYERS if f} <= set(
         re.findall(r"`(sweep/[a-z]+/)`", (ROOT / "docs" / "architecture.md").read_text())

@@ -109,13 +109,13 @@ def budget(recipe: Recipe, k: int | None = None) -> int:
     """Threads each point may hold: ``resources.thread_budget``, else 12 + 5k plus
     ``resources.extra_threads`` plus the threads of the device runtime of the accelerator it asks
     for (``Accelerator.runtime_threads``) (``k``: the point's cores, default ``resources.threads``); an
-    MPI point's ranks that each, plus the MPI runtime's own (:func:`sweep.worker.mpi.point_budget`)."""
+    MPI point's ranks that each, plus the MPI runtime's own (:func:`sweep.capacity.budget.point_budget`)."""
     r = recipe.resources
     runtime = sum(ACCELERATORS[name].runtime_threads for name in (GPUS, TPUS) if getattr(r, name))
     per_rank = r.thread_budget or thread_budget(r.threads if k is None else k) + r.extra_threads + runtime
     if r.ranks == 1:
         return per_rank
-    from sweep.worker.mpi import point_budget
+    from sweep.capacity.budget import point_budget
 
     return point_budget(r.ranks, per_rank)
 

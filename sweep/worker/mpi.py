@@ -26,7 +26,7 @@ ends). It holds ``n * k`` leased cores (``k`` = ``resources.threads``) and start
   does not grow for ``resources.stall`` while the others spin waiting for it. A rank that fails
   or dies mid-job fails the point, naming the rank; the whole tree is then killed, so nothing
   is left running. The thread budget of an MPI point is
-  ``n * (budget(k) + RANK_THREADS) + LAUNCHER_THREADS``.
+  :func:`sweep.capacity.budget.point_budget`.
 * **Measured.** Peak threads and RSS are summed over the tree, as for any point, and kept
   per rank too (``rank_threads``, ``rank_rss``).
 
@@ -65,8 +65,6 @@ from sweep.worker.replies import Job
 if TYPE_CHECKING:
     pass
 
-RANK_THREADS = 2  # Open MPI's own threads in each rank (measured: docs/threads.md)
-LAUNCHER_THREADS = 4  # mpirun's threads
 DEATH_WAIT_S = 10.0  # how long the launcher may take to notice a dead rank and exit
 LAUNCH_FLAGS = (
     "--bind-to", "none", "--oversubscribe", "--tag-output",
@@ -76,11 +74,6 @@ LAUNCH_FLAGS = (
 
 class MpiMissing(SweepError, RuntimeError):
     """No usable MPI launcher."""
-
-
-def point_budget(ranks: int, per_rank: int) -> int:
-    """Threads an MPI point of ``ranks`` ranks may hold, ``per_rank`` each by the JAX budget."""
-    return ranks * (per_rank + RANK_THREADS) + LAUNCHER_THREADS
 
 
 def launcher(command: str = "") -> list[str]:

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from sweep import Sweep
+from sweep.capacity import budget
 from sweep.model.job import parse_job
 from sweep.wire.placement import thread_budget
 from sweep.worker import mpi
@@ -50,7 +51,9 @@ def one_point(tmp_path, fixed: dict, **resources) -> Any:
 
 
 def test_an_mpi_points_budget_is_each_ranks_plus_the_mpi_runtimes():
-    assert mpi.point_budget(2, thread_budget(1)) == 2 * (17 + mpi.RANK_THREADS) + mpi.LAUNCHER_THREADS
+    assert (
+        budget.point_budget(2, thread_budget(1)) == 2 * (17 + budget.RANK_THREADS) + budget.LAUNCHER_THREADS
+    )
 
 
 def test_a_missing_launcher_names_what_to_install(tmp_path):
@@ -80,7 +83,7 @@ def test_two_ranks_run_the_job_each_on_its_own_core_and_rank_0s_result_is_stored
         assert ds["rank_cores"].values[i].ravel().tolist() == [0.0, 1.0]  # rank r pinned to core r
         assert str(ds["cores"].values[i]) == "0,1"
         per_rank = [int(t) for t in str(ds["rank_threads"].values[i]).split(",")]
-        assert len(per_rank) == 2 and 0 < max(per_rank) <= thread_budget(1) + mpi.RANK_THREADS
+        assert len(per_rank) == 2 and 0 < max(per_rank) <= thread_budget(1) + budget.RANK_THREADS
         assert 0 < int(ds["peak_threads"].values[i]) <= int(ds["thread_budget"].values[i])
         assert all(int(m) > 0 for m in str(ds["rank_rss"].values[i]).split(","))
     assert ds["rank0_pid"].values[0] != ds["rank0_pid"].values[1]  # a fresh MPI world per point
