@@ -35,7 +35,7 @@ from typing import Any
 
 from sweep import interrupts
 from sweep.child.wholelines import StreamOver
-from sweep.cli import reading  # noqa: F401  (its commands register themselves)
+from sweep.cli import reading, validate  # noqa: F401  (their commands register themselves)
 from sweep.cli.table import (
     COMMANDS,
     EXIT_INCOMPLETE,
@@ -43,6 +43,8 @@ from sweep.cli.table import (
     EXIT_OK,
     EXIT_TERMINATED,
     _finished,
+    _json_arg,
+    _load,
     _no_progress_arg,
     _recipe_args,
     _set_arg,
@@ -131,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.handler(args))
     except SweepError as exc:
         print(f"sweep {args.command}: error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):
+            from sweep.cli import jsonout
+
+            jsonout.emit(jsonout.error(args.command, str(exc), exc.exit_code))
         return exc.exit_code
     except KeyboardInterrupt as exc:
         if argv is None:  # a second Ctrl-C while the interpreter exits would print a traceback
@@ -188,12 +194,6 @@ def _show_warning(message: Warning | str, category: type[Warning], *_args: Any, 
     print(f"sweep: warning: {one_line}", file=sys.stderr)
 
 
-def _load(args: argparse.Namespace):
-    from sweep.client.runner import Sweep
-
-    return Sweep.from_yaml(args.recipe, args.overrides, args.output)
-
-
 def _submit_args(q: argparse.ArgumentParser) -> None:
     _recipe_args(q)
     over = q.add_mutually_exclusive_group()
@@ -221,6 +221,7 @@ def _submit_args(q: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run in the background (immune to a closed terminal); follow with `sweep attach OUTPUT`",
     )
+    _json_arg(q)
 
 
 @command("submit", "run a recipe's sweep (resumes an existing output)", _submit_args)
@@ -245,9 +246,19 @@ def _submit(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.detach:
         return _detach(args, s)
-    return _drive(
-        s, args.no_progress, force=args.force, keep_done=args.keep_done, only_failed=args.only == "failed"
+    code = _drive(
+        s,
+        args.no_progress or args.json,
+        force=args.force,
+        keep_done=args.keep_done,
+        only_failed=args.only == "failed",
     )
+    if args.json:
+        from sweep.cli import jsonout
+        from sweep.store.results import open_results
+
+        jsonout.emit(jsonout.submitted(s, open_results(s.output), code))
+    return code
 
 
 def _drive(s: Any, quiet: bool, **run: Any) -> int:
@@ -294,7 +305,12 @@ def _detach(args: argparse.Namespace, s: Any) -> int:
 
     # the background driver writes to its log file, not a terminal: progress there is the same
     # rate lines and closing table a foreground run prints to a log (sweep.client.progress)
-    state = driver.detach([a for a in args.argv if a != "--detach"], s.output)
+    state = driver.detach([a for a in args.argv if a not in ("--detach", "--json")], s.output)
+    if args.json:
+        from sweep.cli import jsonout
+
+        jsonout.emit(jsonout.detached(s, state))
+        return EXIT_OK
     if state is None:
         print(f"sweep {s.loaded.name}: nothing left to run in {s.output} (`sweep status {s.output}`)")
         return EXIT_OK
@@ -379,57 +395,3 @@ def _announcer(s: Any, quiet: bool) -> Any:
 def _exit_code(ds: Any, total: int) -> int:
     status = Counter(ds["status"].values.ravel().astype(str))
     return EXIT_OK if _finished(status) == total else EXIT_INCOMPLETE
-
-
-def _validate_args(q: argparse.ArgumentParser) -> None:
-    _recipe_args(q)
-    q.add_argument("--all", action="store_true", help="list every point, not the first 20")
-
-
-@command("validate", "check a recipe and list the points it would run", _validate_args, prints=True)
-def _validate(args: argparse.Namespace) -> int:
-    from sweep.client import plan
-    from sweep.cluster import clusters
-    from sweep.store import ownership
-
-    s = _load(args)
-    r = s.recipe
-    space = s.loaded.space
-    plan.preflight(s.loaded)  # every check before "OK": an error after it would contradict it
-    plan_line = clusters.plan_text(r.cluster, plan.placement(r), len(space))
-    ownership.check(s.output)
-    print(f"recipe {s.loaded.source}: OK")
-    print(f"  job       {s.loaded.job.label}")
-    print(f"  space     {space.kind} {dict(zip(space.dims, space.shape))} = {len(space)} points")
-    print(f"  fixed     {r.params.fixed}")
-    print(
-        "  resources threads="
-        + (
-            f"{r.resources.threads}"
-            if r.resources.threads_auto is None
-            else f"auto (the first points measure k = {', '.join(map(str, r.resources.threads_auto))})"
-        )
-        + (f" ranks={r.resources.ranks}" if r.resources.ranks > 1 else "")
-        + (f" gpus={r.resources.gpus:g}" if r.resources.gpus else "")
-        + (f" tpus={r.resources.tpus}" if r.resources.tpus else "")
-        + (f" memory={r.resources.memory / 2**20:.0f}MiB" if r.resources.memory else "")
-        + "".join(
-            f" {key}={value:g}" for key in ("timeout", "stall") if (value := getattr(r.resources, key))
-        )  # unset ones are not shown
-        + f" retries={r.resources.retries}"
-    )
-    print(f"  cluster   {r.cluster.kind}")
-    print(f"  output    {s.output}")
-    print(f"  plan      {plan_line}")
-    if s.loaded.search is not None:
-        from sweep.model.searchspec import describe
-
-        for line in describe(s.loaded.search, space):
-            print(f"  {line}")
-        return EXIT_OK
-    for i, p in enumerate(s.points()):
-        if i == 20 and not args.all:
-            print(f"  ... {len(space) - 20} more (--all lists them)")
-            break
-        print(f"  {p.id}  {p.params}")
-    return EXIT_OK

@@ -4,16 +4,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from sweep.cli.facts import headline
 from sweep.cli.table import (
     EXIT_INCOMPLETE,
     EXIT_OK,
     _finished,
+    _json_arg,
     _open,
     _store_arg,
     aligned,
@@ -137,10 +137,12 @@ def _follow(output: Path, ds: Any, ids: Any) -> bool:
 
 def _ls_args(q: argparse.ArgumentParser) -> None:
     q.add_argument("folder", nargs="?", default="results", help="where to look (default: results)")
+    _json_arg(q)
 
 
 @command("ls", "every result store under a folder: counts, running or not, size", _ls_args, prints=True)
 def _ls(args: argparse.Namespace) -> int:
+    from sweep.cli import jsonout
     from sweep.client import driver
     from sweep.store import lost_points
     from sweep.store.integrity import StoreDamaged
@@ -150,21 +152,34 @@ def _ls(args: argparse.Namespace) -> int:
     root = Path(args.folder)
     if not root.is_dir():
         raise UsageError(f"{root} is not a folder; give the folder holding your stores (default: results)")
-    rows = []
+    rows, stores = [], []
     for path in found.stores(root):
         attrs = read_attrs(path)
+        name = attrs.get("sweep_name", "?")
         try:
             c = driver.counts(path)
             damaged = int(lost_points(path).sum())
         except StoreDamaged as exc:
-            rows.append((str(path), attrs.get("sweep_name", "?"), f"damaged: {exc}", "", ""))
+            rows.append((str(path), name, f"damaged: {exc}", "", ""))
+            stores.append(jsonout.store_line(path, name, {}, f"damaged: {exc}", 0))
             continue
         bad = sum(c[s] for s in NOT_DONE)
         extra = "".join(f" ({n} {what})" for n, what in ((c["pruned"], "pruned"), (damaged, "damaged")) if n)
+        run, size = last_run_short(path, attrs), found.size(path)
         rows.append(
-            (str(path), attrs.get("sweep_name", "?"), f"{c['done']}/{bad}/{sum(c.values())}{extra}",
-             last_run_short(path, attrs), f"{found.size(path) / 2**20:.1f} MiB")
-        )  # fmt: skip
+            (str(path), name, f"{c['done']}/{bad}/{sum(c.values())}{extra}", run, f"{size / 2**20:.1f} MiB")
+        )
+        counts = {
+            "done": c["done"],
+            "failed": bad,
+            "pruned": c["pruned"],
+            "damaged": damaged,
+            "total": sum(c.values()),
+        }
+        stores.append(jsonout.store_line(path, name, counts, run, size))
+    if args.json:
+        jsonout.emit(jsonout.doc("ls", folder=str(root), stores=stores))
+        return EXIT_OK
     if not rows:
         print(f"no sweep stores under {root}")
         return EXIT_OK
@@ -178,39 +193,36 @@ def _status_args(q: argparse.ArgumentParser) -> None:
     q.add_argument(
         "--provenance", action="store_true", help="also print the inputs, versions, command and git state"
     )
+    _json_arg(q)
 
 
 @command("status", "counts by status of a result store, and its failures", _status_args, prints=True)
 def _status(args: argparse.Namespace) -> int:
-    from sweep.store import inputs_ran, last_run, lost_points
+    from sweep.cli import facts
+    from sweep.store import inputs_ran, last_run
     from sweep.wire.protocol import NOT_DONE
 
     ds = _open(args.output)
-    status = ds["status"].values.ravel().astype(object)  # room for "damaged"
-    lost = lost_points(args.output).ravel()
-    status[lost] = "damaged"
-    counts = Counter(status)
+    known = facts.of_store(Path(args.output), ds)
+    if args.json:
+        from sweep.cli import jsonout
+
+        jsonout.emit(jsonout.status(Path(args.output), known))
+        return EXIT_OK if _finished(known.counts) == known.status.size else EXIT_INCOMPLETE
+    status, counts, running = known.status, known.counts, known.running
     total = status.size
     print(
         f"{args.output}: sweep {ds.attrs.get('sweep_name')} ({ds.attrs.get('sweep_space')}), {total} points"
     )
     print(f"  {last_run(args.output, ds.attrs)}")
-    # the driver publishes its running points every SWEEP_REFRESH_S: those the store already
-    # holds as ended are not running any more
-    stored = ds["status"].values
-    running = [p for p in _running(Path(args.output)) if stored[tuple(p["index"])] == "pending"]
-    counts["running"] = len(running)
-    counts["pending"] = max(0, counts["pending"] - len(running))  # pending in the store until they end
     for name in ("done", "pruned", *NOT_DONE, "running", "pending"):
         if counts[name]:
             print(f"  {name:8s} {counts[name]}")
     _print_running(ds, running)
-    from sweep.client.listeners.learned import MEMORY_ATTR
-
-    if MEMORY_ATTR in ds.attrs:
+    ask = facts.learned_memory(ds.attrs)
+    if ask is not None:
         from sweep.capacity import memory
 
-        ask = json.loads(ds.attrs[MEMORY_ATTR])
         n = ask["learned_from"]
         seen = "peak RSS of the first point" if n == 1 else f"largest peak RSS of the first {n} points"
         print(
@@ -237,7 +249,7 @@ def _status(args: argparse.Namespace) -> int:
     shown = 0
     for pid, st, err in zip(ids, status, errors):
         if st in NOT_DONE and shown < 10:
-            print(f"  {st} {pid}: {_headline(err)}")
+            print(f"  {st} {pid}: {headline(err)}")
             shown += 1
     over = (ds["peak_threads"] > ds["thread_budget"]) & (ds["thread_budget"] > 0)
     if over.any():
@@ -252,16 +264,6 @@ def _status(args: argparse.Namespace) -> int:
 
         print(provenance.render(dict(ds.attrs), ran))
     return EXIT_OK if _finished(counts) == total else EXIT_INCOMPLETE
-
-
-def _running(output: Path) -> list[dict[str, Any]]:
-    """The points a sweep running ``output`` runs now (none when no sweep runs it)."""
-    from sweep.client import driver
-
-    try:
-        return driver.running(output).running
-    except UsageError:
-        return []
 
 
 def _print_running(ds: Any, running: list[dict[str, Any]]) -> None:
@@ -301,27 +303,10 @@ def _init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-JAX_NOTE = "-" * 20  # the line before JAX's "For simplicity, JAX has removed its internal frames ..."
-
-
-def _headline(error: str) -> str:
-    """One line of an error: a traceback's exception line, else its first line; a line that only
-    introduces what follows (``rank 1 of 2 failed:``) is joined to the headline of the rest."""
-    lines = error.strip().splitlines()
-    if not lines:
-        return ""
-    if lines[0].startswith("Traceback"):
-        if JAX_NOTE in lines:  # JAX appends a note after the exception's line: not the error
-            lines = lines[: len(lines) - lines[::-1].index(JAX_NOTE) - 1]
-        return lines[-1]
-    if lines[0].endswith(":") and len(lines) > 1:
-        return f"{lines[0]} {_headline(chr(10).join(lines[1:]))}"
-    return lines[0]
-
-
 def _results_args(q: argparse.ArgumentParser) -> None:
     _store_arg(q)
     q.add_argument("--export", metavar="FILE", help="write FILE.nc (netCDF) or FILE.csv (per-point table)")
+    _json_arg(q)
 
 
 @command("results", "summarise a result store; export it", _results_args, prints=True)
@@ -335,6 +320,11 @@ def _results(args: argparse.Namespace) -> int:
         from sweep.store.results import export
 
         print(export(ds, Path(args.export)))
+        return EXIT_OK
+    if args.json:
+        from sweep.cli import jsonout
+
+        jsonout.emit(jsonout.results(Path(args.output), ds))
         return EXIT_OK
     Console().print(summary_table(ds, None, args.output))
     print(ds)

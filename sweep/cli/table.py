@@ -62,6 +62,14 @@ def _store_arg(q: argparse.ArgumentParser) -> None:
     q.add_argument("output", help="result store path")
 
 
+def _json_arg(q: argparse.ArgumentParser) -> None:
+    q.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout (docs/cli.md, Output for scripts)",
+    )
+
+
 def _no_progress_arg(q: argparse.ArgumentParser) -> None:
     q.add_argument("--no-progress", action="store_true", help="no progress display or summary")
 
@@ -86,3 +94,9 @@ def _finished(counts: Counter[str]) -> int:
     from sweep.wire.protocol import FINISHED
 
     return sum(counts[s] for s in FINISHED)
+
+
+def _load(args: argparse.Namespace):
+    from sweep.client.runner import Sweep
+
+    return Sweep.from_yaml(args.recipe, args.overrides, args.output)

@@ -197,7 +197,7 @@ def test_ls_lines_up_its_columns(client, tmp_path, capsys):
 
 def test_status_shows_the_exception_behind_an_introducing_line():
     """Found: an MPI rank's exception was hidden behind "rank 1 of 2 failed:" in `status`."""
-    from sweep.cli.reading import _headline
+    from sweep.cli.facts import headline as _headline
 
     rank = "rank 1 of 2 failed:\nTraceback (most recent call last):\n  File x\nRuntimeError: rank 1 gives up"
     assert _headline(rank) == "rank 1 of 2 failed: RuntimeError: rank 1 gives up"
@@ -208,7 +208,7 @@ def test_status_shows_the_exception_behind_an_introducing_line():
 
 def test_status_shows_the_exception_not_jaxs_note_after_it():
     """Found: a JAX error's status line was "For simplicity, JAX has removed its internal frames"."""
-    from sweep.cli.reading import _headline
+    from sweep.cli.facts import headline as _headline
 
     error = (
         "Traceback (most recent call last):\n  File x\nValueError: inconsistent size\n"
@@ -220,11 +220,12 @@ def test_status_shows_the_exception_not_jaxs_note_after_it():
 SIGTERM_AT_START = """
 import os, signal, sys, time
 import sweep.cli.app as app
+import sweep.cli.validate as validate
 sys.argv = ["sweep", "validate", "r.yaml"]
 def slow_load(args):  # a SIGTERM while the command starts, before it runs anything
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(5)
-app._load = slow_load
+validate._load = slow_load
 sys.exit(app.main())
 """
 
