@@ -8,7 +8,7 @@ LOWEST := .venv-lowest
 MEEP := .venv-meep
 MEEP_MPI := .venv-meep-mpi
 
-.PHONY: run test test-main test-lowest test-meep meep-env test-meep-mpi test-fast lint bench slurm clean
+.PHONY: run test test-main test-lowest test-meep meep-env test-meep-mpi test-fast lint bench soak slurm clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,13 @@ test-fast: lint
 
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run.py
+
+# a chaos soak on a 3-node SLURM of this machine (root): make soak MINUTES=30 SEED=7
+MINUTES ?= 30
+SEED ?= 7
+soak: $(TEST_STAMP)
+	scripts/system-deps.sh
+	$(BIN)/python benchmarks/soak.py --minutes $(MINUTES) --seed $(SEED) --points 300 --save
 
 slurm:
 	scripts/slurm-local.sh start
