@@ -385,9 +385,10 @@ def attach(output: Path, say: Callable[[str], None], every: float = 2.0) -> tupl
     it died without saying). NotRunning when none runs."""
     state = running(output)
     say(f"attached to pid {state.pid} on {state.host}; dashboard: {state.dashboard or '-'}")
-    last = ""
+    last, rate = "", Rate(time.monotonic(), counts(output)["done"])
     while locked(output):
-        line = _progress(counts(output))
+        now = DriverState.load(output)
+        line = _progress(counts(output), len(now.running) if now is not None else 0, rate)
         if line != last:
             say(line)
             last = line
@@ -415,7 +416,28 @@ def alive(pid: int) -> bool:
     return True
 
 
-def _progress(c: Counter[str]) -> str:
+@dataclass
+class Rate:
+    """Points done per second since ``attach`` began (from ``done`` then)."""
+
+    since: float
+    done: int
+
+    def eta(self, done: int, left: int) -> str:
+        elapsed = time.monotonic() - self.since
+        per_s = (done - self.done) / elapsed if elapsed > 0 else 0.0
+        if per_s <= 0 or not left:
+            return ""
+        return f"  ({per_s:.2f} points/s, ETA {left / per_s:.0f} s)"
+
+
+def _progress(c: Counter[str], running_now: int = 0, rate: Rate | None = None) -> str:
+    """A progress line: done of total, each status (the points running now apart from the
+    pending ones), and, while points end, the rate and what is left's ETA."""
+    c = Counter(c)
     total = sum(c.values())
-    shown = "  ".join(f"{s} {n}" for s, n in sorted(c.items()))
-    return f"[sweep] {c['done']}/{total}  {shown}"
+    if running_now:
+        c["running"], c["pending"] = running_now, max(0, c["pending"] - running_now)
+    shown = "  ".join(f"{s} {n}" for s, n in sorted(c.items()) if n)
+    eta = rate.eta(c["done"], c["pending"] + c["running"]) if rate is not None else ""
+    return f"[sweep] {c['done']}/{total}  {shown}{eta}"

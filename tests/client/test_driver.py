@@ -244,3 +244,13 @@ def test_a_cancel_as_a_detached_submit_starts_stops_it_and_nothing_runs(tmp_path
     assert not children_running(marks)
     status = cli("status", str(out))
     assert "running now" not in status.stdout and "done  " not in status.stdout, status.stdout
+
+
+def test_an_attached_progress_line_shows_running_failed_and_an_eta():
+    """Found: `sweep attach` showed only done/pending, with no running, failed, rate or ETA."""
+    from collections import Counter
+
+    from sweep.client.driver import Rate, _progress
+
+    line = _progress(Counter(done=5, failed=1, pending=6), running_now=2, rate=Rate(time.monotonic() - 10, 0))
+    assert line.startswith("[sweep] 5/12  done 5  failed 1  pending 4  running 2  (0.50 points/s, ETA 1"), line
