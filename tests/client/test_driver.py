@@ -253,4 +253,6 @@ def test_an_attached_progress_line_shows_running_failed_and_an_eta():
     from sweep.client.driver import Rate, _progress
 
     line = _progress(Counter(done=5, failed=1, pending=6), running_now=2, rate=Rate(time.monotonic() - 10, 0))
-    assert line.startswith("[sweep] 5/12  done 5  failed 1  pending 4  running 2  (0.50 points/s, ETA 1"), line
+    assert line.startswith("[sweep] 5/12  done 5  failed 1  pending 4  running 2  (0.50 points/s, ETA 1"), (
+        line
+    )
