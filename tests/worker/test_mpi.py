@@ -15,10 +15,15 @@ from sweep.wire.placement import thread_budget
 from sweep.worker import mpi
 from tests.helpers import JOBS, cli, overlapping_pairs_share_no_core, submit_side_by_side, write_recipe
 
-needs_mpi = pytest.mark.skipif(
-    shutil.which("mpirun") is None or importlib.util.find_spec("mpi4py") is None,
-    reason="needs Open MPI's mpirun and mpi4py (scripts/system-deps.sh, the test extra)",
-)
+_MISSING = [
+    what
+    for what, found in (
+        ("Open MPI's mpirun (scripts/system-deps.sh installs it)", shutil.which("mpirun")),
+        ("mpi4py in this Python (the test extra)", importlib.util.find_spec("mpi4py")),
+    )
+    if found is None
+]
+needs_mpi = pytest.mark.skipif(bool(_MISSING), reason=f"needs {' and '.join(_MISSING)}")
 
 
 def leftovers() -> list[str]:
