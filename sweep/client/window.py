@@ -22,6 +22,7 @@ import math
 import statistics
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dask.config
@@ -56,6 +57,17 @@ def chunk_size(walls: Sequence[float], left: int, slots: int) -> int:
 
 
 ONE_CORE = Placement()  # a point of one core that asks nothing else
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What a window learned as its points ended, for the listeners: the memory each point
+    asks (bytes; None when nothing was learned) and from how many points' peak RSS, and a
+    ``threads: auto`` sweep's calibration (None for a fixed k)."""
+
+    memory: int | None
+    memory_from: int
+    auto: Calibration | None
 
 
 class Window:
@@ -113,6 +125,10 @@ class Window:
         self._auto_cores = auto_cores
         self._cores: list[int] = []  # the threads each worker offers, at the last count
         self.offers: list[dict[str, float]] = []  # each worker's resources, at the last count
+
+    def learned(self) -> Learned:
+        """What this window learned so far (:class:`Learned`)."""
+        return Learned(self.memory if self.learned_from else None, self.learned_from, self.auto)
 
     def slots(self, threads: int) -> int:
         """How many jobs of ``threads`` cores (and the memory each asks) the cluster's workers
