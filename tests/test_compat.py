@@ -41,6 +41,7 @@ def test_jobqueue_parameters_include_the_documented_options(kind):
         "sge": {"resource_spec", "walltime"},
         "lsf": {"use_stdin", "walltime"},
         "htcondor": {"disk"},
+        "oar": {"project", "walltime", "memory_per_core_property_name"},
     }
     assert own[kind] <= params
 
