@@ -37,8 +37,13 @@ def _check_walltime(recipe: Recipe, source: str) -> None:
     from sweep.model.backends import walltime_seconds
 
     limit = walltime_seconds(recipe.cluster.kind, walltime)
+    if limit is None and recipe.cluster.cluster_kind.backend.walltime_unit_s is not None:
+        raise RecipeError(
+            f"{source}: cluster.walltime: {walltime!r} is not a time {recipe.cluster.kind} reads; "
+            "write e.g. 01:00:00"
+        )
     if limit is None:
-        return  # not a form this project reads; the batch system will say
+        return  # a batch system whose walltimes this project does not read (HTCondor): it will say
     if limit <= 0:
         raise RecipeError(f"{source}: cluster.walltime: {walltime!r} is no time; write e.g. 01:00:00")
     attempts = r.retries + 1
