@@ -412,7 +412,7 @@ def main() -> int:
         path = ROOT / "benchmarks" / "results.json"
         saved = json.loads(path.read_text())
         saved.setdefault("soak", []).append({**result, "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        path.write_text(json.dumps(saved, indent=1) + "\n")
+        path.write_text(json.dumps(saved, indent=2))  # as benchmarks/run.py writes it
     if not problems:
         shutil.rmtree(soak.dir, ignore_errors=True)
     else:

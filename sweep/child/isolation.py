@@ -20,6 +20,7 @@ asked for (:mod:`sweep.child.jaxsettings`). Standard library only, like the rest
 from __future__ import annotations
 
 import gc
+import importlib
 import io
 import os
 import signal
@@ -106,6 +107,9 @@ def restore(before: State) -> list[str]:
     for name, module in before.modules.items():  # replaced or removed: put back; new ones stay
         if sys.modules.get(name) is not module and not name.startswith(jobref.MODULE_PREFIX):
             sys.modules[name] = module
+    # the finders' directory listings (imports, importlib.metadata) are kept per folder until it
+    # changes: one listed during this job, in whatever state the job left, never answers the next
+    importlib.invalidate_caches()
     _restore_streams()
     return processstate.restore(before.process) + _jax_changes(before.jax_config)
 
