@@ -210,3 +210,21 @@ def environ_snapshot() -> dict[bytes, bytes]:
     if isinstance(data, dict):
         return dict(data)
     return {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
+
+
+def forget_package_listings() -> None:
+    """Drop what ``importlib.metadata`` and its backport ``importlib_metadata`` (where loaded)
+    keep of each folder's listing, so the next lookup (``version("numpy")``) lists them again.
+
+    Relies on: ``FastPath.__new__`` in each, an ``functools.lru_cache`` holding one FastPath
+    per folder, each keeping its listing for as long as the folder's mtime is unchanged, a
+    failed listing (EMFILE at the open-files limit) as an empty one. Python 3.12's
+    ``importlib.invalidate_caches`` clears the standard library's; 3.11's does not (its
+    ``MetadataPathFinder.invalidate_caches`` lacks ``@classmethod``).
+    """
+    import sys
+
+    for name in ("importlib.metadata", "importlib_metadata"):
+        fastpath: Any = getattr(getattr(sys.modules.get(name), "FastPath", None), "__new__", None)
+        if hasattr(fastpath, "cache_clear"):
+            fastpath.cache_clear()

@@ -614,3 +614,34 @@ def process_state(change: bool = True, leave_thread: bool = False, leave_file: s
     if leave_file:
         _KEPT.append(open(leave_file, "w"))  # noqa: SIM115
     return found
+
+
+def numpy_metadata(no_files_left: bool = False) -> dict:
+    """Finds numpy's installed version through importlib.metadata (as unyt does on import);
+    with ``no_files_left``, while no file descriptor can be opened (found = 0: the lookup
+    failed, as a job at its open-files limit sees it)."""
+    import resource
+    from importlib.metadata import PackageNotFoundError, version
+
+    from sweep._compat import forget_package_listings
+
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if no_files_left:  # the child's first lookup since its folders changed, at the limit
+        forget_package_listings()
+        lowest_free = os.dup(0)
+        os.close(lowest_free)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, limits[1]))  # no new descriptor
+    try:
+        found = float(version("numpy").split(".")[0] != "")
+    except PackageNotFoundError:
+        found = 0.0
+    return {"found": found, "pid": float(os.getpid())}
+
+
+def import_metadata_backport(x: int = 0) -> dict:
+    """Imports the ``importlib_metadata`` backport (dask does), which moves path-based
+    distribution lookups from the standard library's finder to its own on ``sys.meta_path``."""
+    fresh = "importlib_metadata" not in sys.modules
+    import importlib_metadata  # noqa: F401
+
+    return {"fresh": float(fresh), "pid": float(os.getpid())}

@@ -204,3 +204,20 @@ def test_text_dtype_is_xarrays_variable_length_text_and_leaves_a_lazy_array_unco
     plain = xr.Variable(("p",), da.full((3,), "", dtype=object, chunks=2))
     with pytest.warns(SerializationWarning, match="loaded into memory"):  # what it avoids
         assert not isinstance(ensure_dtype_not_object(plain, "p").data, da.Array)
+
+
+def test_forgetting_package_listings_finds_a_distribution_its_cached_listing_missed(tmp_path, monkeypatch):
+    from importlib.metadata import PackageNotFoundError, version
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PackageNotFoundError):
+        version("sweep-compat-probe")
+    stat = tmp_path.stat()
+    info = tmp_path / "sweep_compat_probe-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Name: sweep-compat-probe\nVersion: 1.0\n")
+    os.utime(tmp_path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as if unchanged: listing kept
+    with pytest.raises(PackageNotFoundError):
+        version("sweep-compat-probe")
+    _compat.forget_package_listings()
+    assert version("sweep-compat-probe") == "1.0"

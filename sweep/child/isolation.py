@@ -3,7 +3,8 @@
 A warm child runs many jobs, so a point's result must not depend on which jobs ran there
 before. Around each job :func:`snapshot` records, and :func:`restore` puts back, what can be
 restored in place: the working directory, the environment, the handler of every signal,
-``sys.path``, ``sys.meta_path``, ``sys.argv``, modules the job replaced or removed in
+``sys.path``, ``sys.meta_path`` (less the finders the job's new imports installed: they stay
+with their modules), ``sys.argv``, modules the job replaced or removed in
 ``sys.modules`` (those it imported stay: that is the warm child's worth), the recursion limit,
 the switch interval, the warnings filters, whether the garbage collector runs, the standard
 streams (``sys.stdout`` / ``sys.stderr`` and file descriptors 1 and 2, e.g. after a job closed
@@ -29,7 +30,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from sweep._compat import environ_snapshot, set_warnings_filters
+from sweep._compat import environ_snapshot, forget_package_listings, set_warnings_filters
 from sweep.child import jaxsettings, processstate
 from sweep.wire import jobref
 
@@ -70,15 +71,32 @@ def _interpreter() -> dict[str, Any]:
     }
 
 
-def _set_interpreter(before: dict[str, Any]) -> None:
+def _set_interpreter(before: dict[str, Any], modules: dict[str, Any]) -> None:
     # the job's own folder, put on sys.path by its loader, stays: later imports need it
     sys.path[:] = [*before["path"], *(p for p in jobref.added_paths() if p not in before["path"])]
-    sys.meta_path[:] = before["meta_path"]
+    sys.meta_path[:] = _meta_path(before["meta_path"], modules)
     sys.argv[:] = before["argv"]
     sys.setrecursionlimit(before["recursion"])
     sys.setswitchinterval(before["switch"])
     set_warnings_filters(before["warnings"])
     gc.enable() if before["gc"] else gc.disable()
+
+
+def _meta_path(before: list[Any], modules: dict[str, Any]) -> list[Any]:
+    """``before``, plus each finder the job's imports put on ``sys.meta_path`` at the place it
+    holds now: a finder whose module was first imported during the job (not the job's own)
+    stays with that module, which stays imported (the ``importlib_metadata`` backport, which
+    dask imports, takes over distribution lookups from the standard library's finder)."""
+
+    def installed_by_import(finder: Any) -> bool:
+        name = (finder if isinstance(finder, type) else type(finder)).__module__
+        return name not in modules and name in sys.modules and not name.startswith(jobref.MODULE_PREFIX)
+
+    restored = list(before)
+    for at, finder in enumerate(list(sys.meta_path)):
+        if not any(finder is b for b in before) and installed_by_import(finder):
+            restored.insert(min(at, len(restored)), finder)
+    return restored
 
 
 def snapshot() -> State:
@@ -103,13 +121,14 @@ def restore(before: State) -> list[str]:
     for sig, handler in before.handlers.items():
         if signal.getsignal(sig) is not handler and handler is not None:
             signal.signal(sig, handler)
-    _set_interpreter(before.interpreter)
+    _set_interpreter(before.interpreter, before.modules)
     for name, module in before.modules.items():  # replaced or removed: put back; new ones stay
         if sys.modules.get(name) is not module and not name.startswith(jobref.MODULE_PREFIX):
             sys.modules[name] = module
     # the finders' directory listings (imports, importlib.metadata) are kept per folder until it
     # changes: one listed during this job, in whatever state the job left, never answers the next
     importlib.invalidate_caches()
+    forget_package_listings()
     _restore_streams()
     return processstate.restore(before.process) + _jax_changes(before.jax_config)
 

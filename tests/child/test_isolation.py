@@ -99,3 +99,31 @@ def test_a_thread_or_file_left_open_retires_the_child_before_the_next_job(pool, 
     assert second.pid != first.pid
     assert second.outputs["py_threads"].values == first.outputs["py_threads"].values
     assert second.outputs["tmp_files_open"].values == first.outputs["tmp_files_open"].values
+
+
+def test_a_finder_an_import_installed_stays_with_its_module(pool):
+    """Found: a four-point invrs sweep failed one point on the suite's shared cluster: unyt's
+    ``importlib.metadata.version("numpy")`` raised PackageNotFoundError in a warm child. An
+    earlier job had imported the ``importlib_metadata`` backport, which removes the standard
+    library's distribution finder and puts its own on ``sys.meta_path``; the child put
+    ``sys.meta_path`` back, dropping that finder while the module stayed imported."""
+    first = run(pool, "import_metadata_backport")
+    second = run(pool, "numpy_metadata")
+    assert first.status == second.status == "done", (first.error, second.error)
+    assert first.outputs["fresh"].values == 1.0  # the child had not imported it before
+    assert second.outputs["found"].values == 1.0
+    assert second.pid == first.pid
+
+
+def test_a_metadata_lookup_that_failed_in_one_job_does_not_fail_the_next(pool):
+    """Found: a four-point invrs sweep failed one point on the suite's shared cluster: unyt's
+    ``importlib.metadata.version("numpy")`` raised PackageNotFoundError in a warm child. A
+    folder's listing failed once (at the open-files limit) is kept by importlib.metadata for
+    as long as the folder is unchanged, and Python 3.11's ``importlib.invalidate_caches``
+    leaves that cache alone."""
+    first = run(pool, "numpy_metadata", no_files_left=True)
+    second = run(pool, "numpy_metadata")
+    assert first.status == second.status == "done", (first.error, second.error)
+    assert first.outputs["found"].values == 0.0  # the lookup did fail in the first job
+    assert second.outputs["found"].values == 1.0
+    assert second.pid == first.pid
