@@ -14,6 +14,9 @@ orchestration. The same two walls of a pure-Python loop that touches little memo
 busy, or only the job's share of caches and memory does (``loop_at_once_over_alone``).
 Ways, each ``--repeat`` times, interleaved:
 
+* ``plain``: the honest limit (:mod:`benchmarks.plain`): ``cores`` plain processes side by
+  side, each pinned to one core, capped and warm, running a static share of the jobs with no
+  orchestrator; every way's ``fraction_of_plain_limit`` is this wall over its own (medians);
 * ``capped``: the project's default: a worker's CorePool (node-wide core leases, warm children
   pinned to k = 1 core, the capped environment: one XLA thread, computations run inline; a
   shared compile cache), ``cores`` at once, after an untimed wave that warms the children;
@@ -22,6 +25,9 @@ Ways, each ``--repeat`` times, interleaved:
 * ``uncapped``: ``python`` processes started as a job array would, ``cores`` at a time;
 * ``loky``: joblib's loky executor with ``cores`` workers (where joblib is installed).
 
+Each way's per-job walls (``per_job_s``: median, p90, max; as the child measured them for
+the capped ways) and the memory-bandwidth probe (``memory_bandwidth``: 64 MB copies alone and
+on every core at once) show the tail: where they slow, the machine's shared memory does.
 ``--skip`` leaves ways out (``uncapped`` runs the fdfd job 19x longer than ``capped``: 221 s
 a repeat on the TPU machine).
 
@@ -47,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.client_threads import xla_threads
+from benchmarks.plain import bandwidth, plain, spread
 from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
 from sweep.wire.placement import Placement
@@ -62,6 +69,7 @@ WORKLOADS = {  # each about 4 s on one core of the TPU machine
     ),
 }
 Work = tuple[JobRef, dict[str, Any]]
+WayResult = tuple[float, list[int], list[float]]  # wall, each job's peak threads, each job's wall
 LOOP: Work = (JobRef("file", str(HERE / "jobs.py"), "python_loop"), {})  # see the docstring
 UNCAPPED = (
     "import runpy, psutil; runpy.run_path({path!r})[{name!r}](**{kwargs!r}); "
@@ -69,22 +77,23 @@ UNCAPPED = (
 )
 
 
-def _capped(pool: CorePool, config: ChildConfig, work: Work, jobs: int) -> tuple[float, list[int]]:
-    """Wall of ``jobs`` points on the pool's cores, and each one's peak threads."""
+def _capped(pool: CorePool, config: ChildConfig, work: Work, jobs: int) -> WayResult:
+    """Wall of ``jobs`` points on the pool's cores, each one's peak threads and each one's
+    wall as its child measured it."""
 
-    def one(_: int) -> int:
+    def one(_: int) -> tuple[int, float]:
         with pool.lease(Placement(1), config) as child:
             record = child.run(*work)
             assert record.status == "done", record.error
-            return record.peak_threads
+            return record.peak_threads, record.wall_s
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(len(pool.cores)) as run:
-        peaks = list(run.map(one, range(jobs)))
-    return time.perf_counter() - t0, peaks
+        got = list(run.map(one, range(jobs)))
+    return time.perf_counter() - t0, [p for p, _ in got], [w for _, w in got]
 
 
-def _warm_then(pool: CorePool, config: ChildConfig, work: Work, jobs: int) -> tuple[float, list[int]]:
+def _warm_then(pool: CorePool, config: ChildConfig, work: Work, jobs: int) -> WayResult:
     """:func:`_capped` once the pool's children of ``config`` are warm (an untimed first wave:
     a sweep's children stay warm from point to point, what is timed is the packing)."""
     _capped(pool, config, work, len(pool.cores))
@@ -106,6 +115,12 @@ def _uncapped(work: Work, jobs: int, cores: int) -> tuple[float, list[int]]:
     with ThreadPoolExecutor(cores) as run:
         threads = list(run.map(one, range(jobs)))
     return time.perf_counter() - t0, threads
+
+
+def _plain(work: Work, jobs: int, cores: tuple[int, ...]) -> WayResult:
+    """:func:`benchmarks.plain.plain`: the honest limit, as a way (its threads not counted)."""
+    wall, walls = plain(work, jobs, cores)
+    return wall, [0], walls
 
 
 def _loky_job(job: JobRef, kwargs: dict[str, Any]) -> int:
@@ -137,7 +152,7 @@ def _loky(work: Work, jobs: int, cores: int) -> tuple[float, list[int]] | None:
     return time.perf_counter() - t0, list(threads)
 
 
-WAYS = ("capped", "capped_two_client_threads", "uncapped", "loky")
+WAYS = ("plain", "capped", "capped_two_client_threads", "uncapped", "loky")
 
 
 def run(jobs: int = 26, repeat: int = 3, job: str = "matmul", skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -150,6 +165,7 @@ def run(jobs: int = 26, repeat: int = 3, job: str = "matmul", skip: tuple[str, .
     cores = len(pool.cores)
     walls: dict[str, list[float]] = {}
     threads: dict[str, int] = {}
+    per_job: dict[str, list[float]] = {}
     try:
         _capped(pool, default, work, cores)  # warm the children and the compile cache
         t1 = statistics.median(_capped(pool, default, work, 1)[0] for _ in range(3))
@@ -158,6 +174,7 @@ def run(jobs: int = 26, repeat: int = 3, job: str = "matmul", skip: tuple[str, .
         loop_together = statistics.median(_capped(pool, default, LOOP, cores)[0] for _ in range(3))
         for i in range(repeat):
             ways = {
+                "plain": lambda: _plain(work, jobs, pool.cores),
                 "capped": lambda: _warm_then(pool, default, work, jobs),
                 "capped_two_client_threads": lambda: _warm_then(pool, two_threads, work, jobs),
                 "uncapped": lambda: _uncapped(work, jobs, cores),
@@ -169,8 +186,11 @@ def run(jobs: int = 26, repeat: int = 3, job: str = "matmul", skip: tuple[str, .
                 if got is not None:
                     walls.setdefault(name, []).append(got[0])
                     threads[name] = max(threads.get(name, 0), max(got[1]))
+                    per_job.setdefault(name, []).extend(got[2] if len(got) > 2 else [])
+        memory = bandwidth(pool.cores)
     finally:
         pool.teardown()
+    honest = statistics.median(walls["plain"]) if "plain" in walls else None
     limit = jobs * t1 / cores
     side_by_side = jobs * together / cores
     return {
@@ -186,6 +206,10 @@ def run(jobs: int = 26, repeat: int = 3, job: str = "matmul", skip: tuple[str, .
         "loop_at_once_s": loop_together,
         "loop_at_once_over_alone": loop_together / loop_alone,
         "fraction_of_side_by_side_limit": {k: side_by_side / statistics.median(v) for k, v in walls.items()},
+        "plain_limit_s": honest,
+        "fraction_of_plain_limit": {k: honest / statistics.median(v) for k, v in walls.items() if honest},
+        "per_job_s": {k: spread(v) for k, v in per_job.items() if v},
+        "memory_bandwidth": memory,
         "walls_s": walls,
         "median_wall_s": {k: statistics.median(v) for k, v in walls.items()},
         "fraction_of_limit": {k: limit / statistics.median(v) for k, v in walls.items()},
