@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.capacity import accelerators
-from sweep.client.plan import budget
+from sweep.client.plan import placement
 from sweep.model.recipe import Recipe
 from sweep.wire.childconfig import ChildConfig
 from sweep.wire.jobref import JobRef
@@ -45,10 +45,11 @@ CPU_KWARGS = {"steps": 900, "n": 256}  # about 8 s on one core of the TPU machin
 TPU_KWARGS = {"n": 4096, "steps": 3000}
 
 
-def _budget(resources: dict[str, Any]) -> int:
-    """The thread budget a recipe with ``resources`` gives each point."""
+def _placement(resources: dict[str, Any]) -> Placement:
+    """Where a recipe with ``resources`` places each point: its cores (a TPU point's host
+    runtime's with them) and thread budget, as a sweep's plan makes them."""
     loaded = Recipe.from_dict({"job": f"{JOBS}:noop", "params": {"grid": {"x": [0]}}, "resources": resources})
-    return budget(loaded.recipe)
+    return placement(loaded.recipe)
 
 
 def _point(
@@ -62,6 +63,8 @@ def _point(
             "status": record.status,
             "error": record.error[-300:],
             "wall_s": record.wall_s,
+            "cpu_s": record.cpu_s,
+            "cores": list(record.cores),
             "start_s": start,
             "end_s": time.monotonic() - t0,
             "peak_threads": record.peak_threads,
@@ -96,13 +99,14 @@ def scenario(cpu: int = 12, tpu: int = 2, repeat: int = 1) -> dict[str, Any]:
     cache = tempfile.mkdtemp(prefix="sweep-tpu-cache-")
     cpu_config = ChildConfig(platforms="cpu", compile_cache=cache)
     tpu_config = ChildConfig(platforms="tpu", compile_cache=cache)
-    budgets = {
-        "cpu_k1": _budget({}),
-        "tpu_k1": _budget({"tpus": 1}),
-        "tpu_k2": _budget({"tpus": 1, "threads": 2}),
+    placements = {
+        "cpu_k1": _placement({}),
+        "tpu_k1": _placement({"tpus": 1}),
+        "tpu_k2": _placement({"tpus": 1, "threads": 2}),
     }
-    on_cpu = (Placement(1, budgets["cpu_k1"]), cpu_config, CPU_JOB, CPU_KWARGS)
-    on_tpu = (Placement(1, budgets["tpu_k1"], tpus=1), tpu_config, TPU_JOB, TPU_KWARGS)
+    budgets = {name: p.thread_budget for name, p in placements.items()}
+    on_cpu = (placements["cpu_k1"], cpu_config, CPU_JOB, CPU_KWARGS)
+    on_tpu = (placements["tpu_k1"], tpu_config, TPU_JOB, TPU_KWARGS)
     chips = tpus.detect()
     pool = CorePool()
     pool.setup()
@@ -118,7 +122,7 @@ def scenario(cpu: int = 12, tpu: int = 2, repeat: int = 1) -> dict[str, Any]:
             }
             for _ in range(repeat)
         ]
-        k2 = _phase(pool, [(Placement(2, budgets["tpu_k2"], tpus=1), tpu_config, TPU_JOB, TPU_KWARGS)])
+        k2 = _phase(pool, [(placements["tpu_k2"], tpu_config, TPU_JOB, TPU_KWARGS)])
     finally:
         pool.teardown()
     return {
@@ -128,6 +132,7 @@ def scenario(cpu: int = 12, tpu: int = 2, repeat: int = 1) -> dict[str, Any]:
             "python": platform.python_version(),
         },
         "budgets": {**budgets, "tpu_runtime_threads": accelerators.TPU_RUNTIME_THREADS},
+        "cores": {name: p.cores for name, p in placements.items()},
         "runs": runs,
         "tpu_k2": k2,
         "unleased": _unleased(tpu_config),
@@ -159,6 +164,11 @@ def summary(runs: list[dict[str, list[dict]]], k2: list[dict]) -> dict[str, Any]
         "cpu_beside_tpu_ratio": beside / alone,
         "tpu_median_wall_alone_s": median("tpu_alone", "tpu"),
         "tpu_median_wall_beside_cpu_s": median("together", "tpu"),
+        # the host cores a TPU point keeps busy (its CPU time over its wall: compile, runtime)
+        "tpu_host_cores_busy": statistics.median(
+            r["cpu_s"] / r["wall_s"] for run in runs for r in run["tpu_alone"] if r["wall_s"] > 0
+        ),
+        "tpu_points_cores": sorted({len(r["cores"]) for r in rows if r["kind"] == "tpu"}),
         "peak_threads_cpu_k1": max(r["peak_threads"] for r in rows if r["kind"] == "cpu"),
         "peak_threads_tpu_k1": max(r["peak_threads"] for r in rows if r["kind"] == "tpu"),
         "peak_threads_tpu_k2": max(r["peak_threads"] for r in k2),

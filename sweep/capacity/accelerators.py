@@ -3,19 +3,23 @@ checks and the cluster's words need to know of GPUs and TPUs, without finding an
 
 An :class:`Accelerator` is a few attributes: its recipe key (also its Dask resource and
 cluster key), its noun, the JAX platform its children run on, how many lock files (slots)
-each device has, whether a child holds its devices for its whole life, and the threads its
-runtime adds to a child's. Finding devices on a node and what a child's environment says of
-them are the worker's (:mod:`sweep.worker.devices`: a driver per descriptor, registered by its
-key in :mod:`sweep.worker.kinds`).
+each device has, whether a child holds its devices for its whole life, the threads its
+runtime adds to a child's and the cores its host runtime keeps busy (leased with it). Finding
+devices on a node and what a child's environment says of them are the worker's
+(:mod:`sweep.worker.devices`: a driver per descriptor, registered by its key in
+:mod:`sweep.worker.kinds`).
 
 Examples
 --------
 >>> GPU.points_at_once(2, 0.5), TPU.points_at_once(4, 2)
 (4, 2)
+>>> host_cores(gpus=0.5, tpus=0), host_cores(gpus=0, tpus=1)
+(0, 2)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sweep.wire.placement import GPU_SLOTS, GPUS, TPUS, Placement, gpu_slots
@@ -24,6 +28,12 @@ from sweep.wire.placement import GPU_SLOTS, GPUS, TPUS, Placement, gpu_slots
 # most 131 threads at k = 1 (114 over 17) and 124 at k = 2 on a TPU v5e, JAX 0.10.2
 # (benchmarks/tpu_points.py; docs/threads.md); 140 leaves room for another libtpu's few more
 TPU_RUNTIME_THREADS = 140
+# cores a TPU chip's host runtime keeps busy beside the point's own (compile, transfers, the
+# runtime's ~110 threads), leased with the chip so CPU points beside it keep theirs. On the
+# TPU machine a TPU child used 0.94 s of CPU a second of wall on average, in bursts; with no
+# cores of its own, CPU points beside it took 1.38x their time alone, with these two 0.995x
+# (benchmarks/tpu_points.py --repeat 3: tpu_host_cores_busy, cpu_beside_tpu_ratio)
+TPU_HOST_CORES = 2
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,7 @@ class Accelerator:
     slots: int
     for_life: bool
     runtime_threads: int
+    host_cores: int  # cores each device's host runtime keeps busy, leased with the device
 
     def split(self, amount: float) -> tuple[int, int]:
         """(devices, slots on each) a point asking ``amount`` holds."""
@@ -51,9 +62,17 @@ class Accelerator:
         return devices // count if amount >= 1 else devices * (self.slots // each)
 
 
-GPU = Accelerator(GPUS, "GPU", "cuda", GPU_SLOTS, for_life=False, runtime_threads=0)
-TPU = Accelerator(TPUS, "TPU chip", "tpu", 1, for_life=True, runtime_threads=TPU_RUNTIME_THREADS)
+GPU = Accelerator(GPUS, "GPU", "cuda", GPU_SLOTS, for_life=False, runtime_threads=0, host_cores=0)
+TPU = Accelerator(
+    TPUS, "TPU chip", "tpu", 1, for_life=True, runtime_threads=TPU_RUNTIME_THREADS, host_cores=TPU_HOST_CORES
+)
 ACCELERATORS: dict[str, Accelerator] = {a.resource: a for a in (GPU, TPU)}
+
+
+def host_cores(gpus: float, tpus: int) -> int:
+    """Cores leased beside a point's own for the host runtimes of the devices it asks for
+    (:attr:`Accelerator.host_cores` each; a share of a GPU counts as the device)."""
+    return GPU.host_cores * math.ceil(gpus) + TPU.host_cores * tpus
 
 
 def asked(placement: Placement) -> tuple[Accelerator, float] | None:

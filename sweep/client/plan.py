@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from pathlib import Path
 from typing import Any
 
-from sweep.capacity.accelerators import ACCELERATORS, asked
+from sweep.capacity.accelerators import ACCELERATORS, asked, host_cores
 from sweep.client import autothreads
+from sweep.cluster.clusters import node_cores
 from sweep.errors import SweepWarning
 from sweep.model.recipe import LoadedRecipe, Recipe
 from sweep.wire.childconfig import ChildConfig, default_compile_cache
@@ -123,10 +124,17 @@ def budget(recipe: Recipe, k: int | None = None) -> int:
 def placement(recipe: Recipe, k: int | None = None) -> Placement:
     """Where each point of ``recipe`` sits (``k``: its cores per rank, default
     ``resources.threads``): the one place its cores, budget, memory ask, GPUs and ranks are
-    worked out (:class:`~sweep.wire.placement.Placement`)."""
+    worked out (:class:`~sweep.wire.placement.Placement`). A point that asks for a TPU chip
+    also leases the cores its host runtime keeps busy
+    (:data:`~sweep.capacity.accelerators.TPU_HOST_CORES`), as many of them as a node has
+    beside the point's own."""
     r = recipe.resources
     k = r.threads if k is None else k
-    return Placement(k * r.ranks, budget(recipe, k), r.memory, r.gpus, r.ranks, r.tpus)
+    # a device's host runtime gets cores of its own beside the point's, as many as a node has
+    node = node_cores(recipe.cluster)
+    host = host_cores(r.gpus, r.tpus)
+    host = host if node is None else max(0, min(host, node // r.ranks - k))
+    return Placement((k + host) * r.ranks, budget(recipe, k), r.memory, r.gpus, r.ranks, r.tpus)
 
 
 def recycling(recipe: Recipe) -> Recycling:

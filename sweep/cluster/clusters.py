@@ -68,6 +68,15 @@ def local_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def node_cores(settings: ClusterSettings) -> int | None:
+    """The cores one worker of ``settings`` offers, where known before any starts: the local
+    worker's (``cluster.threads``, else this process's CPUs) or a batch job's
+    (``cluster.cores``); None for the workers of a running scheduler."""
+    if settings.cluster_kind.is_local:
+        return settings.threads or local_cores()
+    return settings.cores if settings.cluster_kind.is_batch else None
+
+
 def local_cluster(
     threads: int | None = None,
     dashboard: str = "127.0.0.1:8787",
@@ -169,13 +178,13 @@ def preflight(settings: ClusterSettings, placement: Placement) -> None:
     wanted = asked(placement)
     if wanted is not None:
         accelerators.preflight(settings, *wanted)
+    n = node_cores(settings) or 0
     if settings.cluster_kind.is_local:
-        n = settings.threads or local_cores()
         if n > local_cores():
             raise ClusterError(f"cluster.threads={n} but this process may use {local_cores()} CPUs; lower it")
         where = "the local worker"
     elif settings.cluster_kind.is_batch:
-        n, where = settings.cores or 0, f"a {settings.kind} job (cluster.cores)"
+        where = f"a {settings.kind} job (cluster.cores)"
     else:
         return
     if threads > n and ranks > 1:

@@ -41,7 +41,7 @@ class Device:
 class Kind(Accelerator):
     """A kind of accelerator as this worker drives it: its descriptor
     (:class:`~sweep.capacity.accelerators.Accelerator`: recipe key, noun, platform, slots,
-    for-life, runtime threads) and the two things only a node can do: ``environ(devices,
+    for-life, runtime threads, host cores) and the two things only a node can do: ``environ(devices,
     share, on_node)``, what a child's environment says of the devices it holds (``on_node``:
     how many the node has), and ``find()``, the devices this process may use.
     """

@@ -31,6 +31,6 @@ def test_two_tpu_points_and_twelve_cpu_points_share_the_node():
     assert s["all_done"] and s["lockfile_errors"] == 0, result["runs"]
     assert not s["tpu_points_overlap"] and s["ran_on_tpu"], result["runs"]
     assert s["over_budget"] == 0, (s, result["budgets"])
-    assert s["cpu_beside_tpu_ratio"] < 1.25, s
+    assert s["cpu_beside_tpu_ratio"] < 1.10, s  # the TPU child's host runtime on cores of its own
     # without the leases, the second of two children opening the chip fails in libtpu
     assert sorted(r["status"] for r in result["unleased"]) == ["done", "failed"], result["unleased"]

@@ -76,6 +76,28 @@ def test_a_tpu_point_s_budget_counts_the_runtime_s_threads_and_its_children_run_
     assert plan.child_platforms(loaded.recipe) == "tpu"
 
 
+@pytest.mark.parametrize(
+    ("cluster", "threads", "cores"),
+    [({"threads": 13}, 1, 3), ({"threads": 13}, 4, 6), ({"threads": 2}, 1, 2), ({"threads": 1}, 1, 1)],
+)
+def test_a_tpu_point_leases_its_host_runtime_s_cores_as_far_as_the_node_has_them(cluster, threads, cores):
+    """Found on the TPU machine: CPU points beside a TPU point took 1.38x their time alone;
+    the TPU child's host runtime ran on their cores."""
+    from sweep.client import plan
+    from sweep.model.recipe import Recipe
+
+    resources = {"tpus": 1, "threads": threads}
+    loaded = Recipe.from_dict(
+        {"job": f"{JOBS}:tpu_env", "params": {"grid": {"x": [0]}}, "resources": resources, "cluster": cluster}
+    )
+    assert accelerators.TPU_HOST_CORES == 2
+    assert plan.placement(loaded.recipe).cores == cores
+    cpu_only = Recipe.from_dict(
+        {"job": f"{JOBS}:tpu_env", "params": {"grid": {"x": [0]}}, "cluster": cluster}
+    )
+    assert plan.placement(cpu_only.recipe).cores == 1
+
+
 def test_validate_refuses_more_chips_than_the_node_has(tmp_path, monkeypatch):
     monkeypatch.setenv(tpus.FAKE, "1")
     base = {"job": "tpu_env", "params": {"grid": {"x": [0]}}, "output": tmp_path / "v.zarr"}
