@@ -14,14 +14,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# setuptools' build backend prints a boxed "Editable installation" notice (a UserWarning) on
+# every editable install: it speaks of the build, not of anything a user must do
+QUIET_BUILD = PYTHONWARNINGS=ignore::UserWarning
+
 $(RUN_STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/python -m pip install -q -c constraints.txt -e .
+	$(QUIET_BUILD) $(BIN)/python -m pip install -q -c constraints.txt -e .
 	touch $@
 
 # the tests also run the photonics extra (invrs-gym) and need SLURM and Chromium, which
 # scripts/system-deps.sh installs when it can (root with apt-get); their tests skip otherwise
 $(TEST_STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,photonics,bench,search]'
+	$(QUIET_BUILD) $(BIN)/python -m pip install -q -c constraints.txt -e '.[test,photonics,bench,search]'
 	touch $@
 
 run: $(RUN_STAMP)

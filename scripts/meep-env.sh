@@ -22,5 +22,5 @@ fi
 venv=${1:-.venv-meep}
 rm -rf "$venv"
 "$python" -m venv --system-site-packages "$venv"
-"$venv/bin/python" -m pip install -q "numpy<2" "ipython<9" "matplotlib-inline<0.2" -e '.[meep,test-core]'
+PYTHONWARNINGS=ignore::UserWarning "$venv/bin/python" -m pip install -q "numpy<2" "ipython<9" "matplotlib-inline<0.2" -e '.[meep,test-core]'
 "$venv/bin/python" -c "import numpy, jax, meep; print('Meep', meep.__version__, 'numpy', numpy.__version__, 'jax', jax.__version__, 'in $venv')" 2>/dev/null | grep -v '^Elapsed run time'  # Meep's own line at exit

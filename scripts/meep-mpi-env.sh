@@ -39,5 +39,5 @@ lib=$(cd "$(dirname "$(find "$unpacked/usr/lib" -name 'libmeep.so.*' | head -1)"
 for so in "$site"/meep/_meep*.so "$site"/meep/*/_*.so; do
     [ -e "$so" ] && patchelf --set-rpath "$lib" "$so"
 done
-"$venv/bin/python" -m pip install -q "numpy<2" "ipython<9" "mpi4py>=4.0" -e '.[meep,test-core]'
+PYTHONWARNINGS=ignore::UserWarning "$venv/bin/python" -m pip install -q "numpy<2" "ipython<9" "mpi4py>=4.0" -e '.[meep,test-core]'
 "$venv/bin/python" -c "import meep, numpy; assert meep.with_mpi(), 'not an MPI Meep'; print('Meep', meep.__version__, '(MPI) numpy', numpy.__version__, 'in $venv')" 2>/dev/null | grep -v '^Elapsed run time'  # Meep's own line at exit
