@@ -89,7 +89,7 @@ MINUTES ?= 30
 SEED ?= 7
 soak: $(TEST_STAMP)
 	scripts/system-deps.sh
-	$(BIN)/python benchmarks/soak.py --minutes $(MINUTES) --seed $(SEED) --points 300 --save
+	$(BIN)/python benchmarks/soak.py --minutes $(MINUTES) --seed $(SEED) --save
 
 slurm:
 	scripts/slurm-local.sh start
