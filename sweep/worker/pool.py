@@ -27,8 +27,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager, suppress
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -51,6 +51,7 @@ from sweep.worker.devices import Held, NodeDevices
 from sweep.worker.kinds import KINDS
 from sweep.worker.mpi import MpiChild
 from sweep.worker.pinning import NodePinning
+from sweep.worker.renewal import Renewal
 from sweep.worker.retirement import Retirement
 from sweep.worker.running import Running
 
@@ -107,11 +108,8 @@ class CorePool(WorkerPlugin):
         self.running = Running()  # the children running jobs, the last attempts' output
         self.pinning = NodePinning()  # whether this node enforces the children's CPU pins
         self.retirement = Retirement(worker, self.address, lambda: bool(self.running.busy))
-        self.spawned = 0
-        # children starting to replace ones that will be recycled after their current jobs, by
-        # the pid of the child each replaces (replace_soon); children closing in the background
-        self._replacements: dict[int, Future[Child]] = {}
-        self._closing: list[Future[None]] = []
+        self._spawned = 0  # children started for leases and warming (replacements: renewal's)
+        self.renewal = Renewal(self._spawner)
         if self.warm is not None:
             self.warm.apply(self)
 
@@ -120,10 +118,7 @@ class CorePool(WorkerPlugin):
             idle, self._idle = self._idle, []
         for child in idle:
             child.close()
-        for replacement in list(self._replacements.values()):
-            with suppress(Exception):  # one that could not start has nothing to close
-                replacement.result().close()
-        wait(self._closing)
+        self.renewal.close()
         self._spawner.shutdown(wait=False)
         self._locks.close()
         self.accelerators.close()
@@ -171,7 +166,7 @@ class CorePool(WorkerPlugin):
                     else partial(Child, held.cores, config, device)
                 )
                 child = self._spawner.submit(start).result()
-                self.spawned += 1
+                self._spawned += 1
             self.running.started(child, owner, point)
             yield child
         finally:
@@ -217,7 +212,7 @@ class CorePool(WorkerPlugin):
         child: Child | None = None
         try:
             child = self._spawner.submit(Child, held.cores, config).result()
-            self.spawned += 1
+            self._spawned += 1
             record = child.run(WARM_JOB, {}) if config.jax else PointRecord((), status="done")
             if record.status != "done":
                 log.info("warming child pid %d failed: %s", child.pid, record.error[-200:])
@@ -287,37 +282,26 @@ class CorePool(WorkerPlugin):
         holder.kill()  # idle: nothing to lose, and _cond is held (a graceful close waits on libtpu)
         return True
 
+    @property
+    def spawned(self) -> int:
+        """Children this pool started: for leases, for warming and to replace recycled ones."""
+        return self._spawned + self.renewal.started
+
     def replace_soon(self, child: Child) -> None:
         """Start, now, the child that will take the place of ``child``, leased and serving its
         last jobs before it is recycled (:meth:`Recycling.due`): spawned on its cores while those jobs
         run, it is idle and ready once ``child`` is given back, which then closes in the
-        background. Not for a child holding devices (its replacement needs them free)."""
-        if child.devices is None and child.reusable and child.pid not in self._replacements:
-            self._replacements[child.pid] = self._spawner.submit(Child, child.cores, child.config)
+        background (:class:`~sweep.worker.renewal.Renewal`)."""
+        self.renewal.start_for(child)
 
     def _give_back(self, held: leases.Held, child: Child | None, recycling: Recycling) -> None:
-        replacement = self._replacements.pop(child.pid, None) if child is not None else None
-        keep = (
-            child is not None
-            and child.reusable
-            and child.alive()
-            and not child.unrestorable
-            and not recycling.due(child.jobs_run, child.process.age_s())
-            and (recycling.max_rss is None or child.process.rss() <= recycling.max_rss)
-        )
-        fresh = None
+        keep = child is not None and _stays_warm(child, recycling)
         if child is not None and not keep:
             log.info(
                 "recycling child pid %d after %d jobs (alive=%s, rss=%d)",
                 child.pid, child.jobs_run, child.alive(), child.process.rss(),
             )  # fmt: skip
-            fresh = self._started(replacement)
-            if fresh is None:
-                child.close()
-            else:  # its replacement is ready: nothing waits for its end
-                self._in_background(child.close)
-        elif replacement is not None:  # kept after all: the replacement is not needed
-            self._in_background(self._discard, replacement)
+        fresh = None if child is None else self.renewal.after(child, keep)
         with self._cond:
             if keep and child is not None:
                 self._idle.append(child)
@@ -327,27 +311,17 @@ class CorePool(WorkerPlugin):
             self._free |= set(held.cores)
             self._cond.notify_all()
 
-    def _in_background(self, close: Callable[..., None], *args: Any) -> None:
-        """Close a child on a spawner thread (the pool's teardown waits for it)."""
-        self._closing = [f for f in self._closing if not f.done()] + [self._spawner.submit(close, *args)]
 
-    def _discard(self, replacement: Future[Child]) -> None:
-        fresh = self._started(replacement)
-        if fresh is not None:
-            fresh.close()
-
-    def _started(self, replacement: Future[Child] | None) -> Child | None:
-        """The replacement child once it has started; None without one, or when it could not
-        start (the next lease starts one, and says why it can't)."""
-        if replacement is None:
-            return None
-        try:
-            fresh = replacement.result()
-        except Exception as exc:
-            log.info("a replacement child could not start: %s", exc)
-            return None
-        self.spawned += 1
-        return fresh
+def _stays_warm(child: Child, recycling: Recycling) -> bool:
+    """Whether a child given back goes to the idle list: alive, reusable, all its state put
+    back after its last job, and not due for recycling by count, age or memory."""
+    return (
+        child.reusable
+        and child.alive()
+        and not child.unrestorable
+        and not recycling.due(child.jobs_run, child.process.age_s())
+        and (recycling.max_rss is None or child.process.rss() <= recycling.max_rss)
+    )
 
 
 def _asks(child: Child) -> tuple[str, float] | None:

@@ -125,7 +125,7 @@ def test_a_child_serving_its_last_jobs_is_replaced_by_one_started_meanwhile(pool
 def test_a_replacement_not_needed_is_closed(pool):
     with pool.lease(Placement(1), ChildConfig(), Recycling.of(10, None)) as kept:
         pool.replace_soon(kept)
-        spare = pool._replacements[kept.pid].result()
+        spare = pool.renewal.replacement_of(kept).result()
     pool.teardown()  # waits for the background closes
     assert not spare.alive() and kept.pid != spare.pid
 
