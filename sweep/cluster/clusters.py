@@ -309,6 +309,7 @@ def plan_text(settings: ClusterSettings, placement: Placement, points: int) -> s
     threads, memory, wanted = placement.cores, placement.memory, asked(placement)
     asks = (
         _count(threads, "core")
+        + (f" (with its {wanted[0].noun}'s host runtime's)" if wanted and wanted[0].host_cores else "")
         + (f" and {shown(memory)}" if memory else "")
         + (f" and {wanted[0].resource}={wanted[1]:g}" if wanted else "")
     )

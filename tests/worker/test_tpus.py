@@ -98,6 +98,16 @@ def test_a_tpu_point_leases_its_host_runtime_s_cores_as_far_as_the_node_has_them
     assert plan.placement(cpu_only.recipe).cores == 1
 
 
+def test_the_plan_says_a_tpu_point_s_cores_include_its_host_runtime_s(monkeypatch):
+    from sweep.cluster.clusters import plan_text
+    from sweep.model.settings import ClusterSettings
+
+    monkeypatch.setenv(tpus.FAKE, "1")
+    text = plan_text(ClusterSettings(threads=2), Placement(2, tpus=1), 4)
+    assert "1 point of 2 cores (with its TPU chip's host runtime's) and tpus=1 at a time" in text, text
+    assert "host runtime" not in plan_text(ClusterSettings(threads=2), Placement(1), 4)
+
+
 def test_validate_refuses_more_chips_than_the_node_has(tmp_path, monkeypatch):
     monkeypatch.setenv(tpus.FAKE, "1")
     base = {"job": "tpu_env", "params": {"grid": {"x": [0]}}, "output": tmp_path / "v.zarr"}
