@@ -645,3 +645,48 @@ def import_metadata_backport(x: int = 0) -> dict:
     import importlib_metadata  # noqa: F401
 
     return {"fresh": float(fresh), "pid": float(os.getpid())}
+
+
+def interpreter_view(x: int = 0) -> dict:
+    """What a job sees of its interpreter and process, as numbers: a job that runs after
+    others in the same warm child must see what the first job of that child saw."""
+    import resource
+    import signal
+    import warnings
+    import zlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    def crc(value: object) -> float:
+        return float(zlib.crc32(repr(value).encode()))
+
+    try:
+        found = float(bool(version("numpy")))
+    except PackageNotFoundError:
+        found = 0.0
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return {
+        "numpy_found": found,
+        "path": crc(sys.path),
+        "argv": crc(sys.argv),
+        "cwd": crc(os.getcwd()),
+        "env": crc(sorted(os.environ.items())),
+        "umask": float(umask),
+        "limits": crc(
+            [
+                resource.getrlimit(getattr(resource, n))
+                for n in sorted(dir(resource))
+                if n.startswith("RLIMIT_")
+            ]
+        ),
+        "affinity": crc(sorted(os.sched_getaffinity(0))),
+        "handlers": crc(
+            [signal.getsignal(s) for s in sorted(signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP})]
+        ),
+        "blocked": crc(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))),
+        "recursion": float(sys.getrecursionlimit()),
+        "switch": float(sys.getswitchinterval()),
+        "warnings": crc(warnings.filters),
+        "stdout_ok": float(not sys.stdout.closed),
+        "pid": float(os.getpid()),
+    }

@@ -36,7 +36,7 @@ from sweep.wire import jobref
 
 SIGNALS = tuple(sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}))
 _STREAM_FDS: dict[int, int] = {}  # the child's own stdout and stderr fds, kept aside by start()
-_STREAMS: tuple[Any, ...] = ()
+_STREAMS: list[Any] = []  # the streams jobs start with: the child's own, or made after a job closed them
 _jax_at_import: dict[str, Any] | None = None
 
 
@@ -72,8 +72,10 @@ def _interpreter() -> dict[str, Any]:
 
 
 def _set_interpreter(before: dict[str, Any], modules: dict[str, Any]) -> None:
-    # the job's own folder, put on sys.path by its loader, stays: later imports need it
-    sys.path[:] = [*before["path"], *(p for p in jobref.added_paths() if p not in before["path"])]
+    # the job's own folder, put first on sys.path by its loader, stays there: later imports
+    # need it, and later jobs see sys.path as the first job from that folder saw it
+    added = [p for p in reversed(jobref.added_paths()) if p not in before["path"]]
+    sys.path[:] = [*added, *before["path"]]
     sys.meta_path[:] = _meta_path(before["meta_path"], modules)
     sys.argv[:] = before["argv"]
     sys.setrecursionlimit(before["recursion"])
@@ -112,7 +114,10 @@ def snapshot() -> State:
 
 
 def restore(before: State) -> list[str]:
-    """Put back what the job changed; returns what could not be put back (the child must go)."""
+    """Put back what the job changed; returns what could not be put back (the child must go).
+    The process state comes first: the rest may need what a job took away (file descriptors
+    under a lowered open-files limit)."""
+    unrestorable = processstate.restore(before.process)
     if os.getcwd() != before.cwd:
         os.chdir(before.cwd)
     if environ_snapshot() != before.environ:
@@ -130,7 +135,7 @@ def restore(before: State) -> list[str]:
     importlib.invalidate_caches()
     forget_package_listings()
     _restore_streams()
-    return processstate.restore(before.process) + _jax_changes(before.jax_config)
+    return unrestorable + _jax_changes(before.jax_config)
 
 
 def half_imported(before: set[str]) -> list[str]:
@@ -153,17 +158,18 @@ def _restore_streams() -> None:
             same = False
         if not same:
             os.dup2(saved, fd)
-    for name, original in zip(("stdout", "stderr"), _STREAMS):
+    for at, (name, original) in enumerate(zip(("stdout", "stderr"), _STREAMS)):
         current = getattr(sys, name)
         if current is original and not original.closed:
             continue
         if not original.closed:
             setattr(sys, name, original)
-        else:
+        else:  # made once: the next jobs' streams are compared with it
             fresh = io.TextIOWrapper(
                 io.FileIO(os.dup(1 if name == "stdout" else 2), "w"), line_buffering=True
             )
             setattr(sys, name, fresh)
+            _STREAMS[at] = fresh
 
 
 def _jax_changes(before: dict[str, Any] | None) -> list[str]:
@@ -224,9 +230,8 @@ class _Loader:
 def start() -> None:
     """Called once by the child before its first job: keep its standard streams aside and
     watch for ``import jax``."""
-    global _STREAMS
     _STREAM_FDS.update({1: os.dup(1), 2: os.dup(2)})
-    _STREAMS = (sys.stdout, sys.stderr)
+    _STREAMS[:] = [sys.stdout, sys.stderr]
     if "jax" in sys.modules:  # imported before the child ran (a .pth file): too late for some
         jaxsettings.apply(sys.modules["jax"])
     else:

@@ -127,3 +127,27 @@ def test_a_metadata_lookup_that_failed_in_one_job_does_not_fail_the_next(pool):
     assert first.outputs["found"].values == 0.0  # the lookup did fail in the first job
     assert second.outputs["found"].values == 1.0
     assert second.pid == first.pid
+
+
+# jobs that change what a warm child puts back in place (each keeps its child)
+MEDDLERS = [
+    ("meddle", {}),
+    ("process_state", {}),
+    ("import_metadata_backport", {}),
+    ("numpy_metadata", {"no_files_left": True}),
+]
+
+
+def test_after_any_job_that_meddles_the_next_sees_the_interpreter_its_child_started_with(pool):
+    """The class the defects of the warm child belong to (found: a job's umask, limits and
+    affinity; a closed stdout; a finder a new import installed): state one job leaves and
+    the next inherits. A job that looks at everything a job may see runs first, then after
+    each meddling job in the same child, and sees the same each time."""
+    first = run(pool, "interpreter_view")
+    for name, kwargs in MEDDLERS:
+        ran = run(pool, name, **kwargs)
+        assert ran.status == "done", (name, ran.error)
+        again = run(pool, "interpreter_view")
+        assert again.pid == first.pid, name  # restorable in place: the same child
+        seen = {k: v.values for k, v in again.outputs.items()}
+        assert seen == {k: v.values for k, v in first.outputs.items()}, name
