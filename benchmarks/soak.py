@@ -14,7 +14,8 @@ every point ended done exactly once with the value a clean run gives.
       (and the job's own: a seeded failure of a point's first attempt, an oom every Nth point)
     heal and revive every node, make sure a driver runs, wait for the sweep's end
     check: every point done, its value the clean value bit for bit (the recurrence computed
-      here, and a clean local run of the first points), the store opens with plain xarray and
+      here, and a clean local run of the first points), its attempts and requeues the starts
+      its job marked (benchmarks/soakcount.py), the store opens with plain xarray and
       its integrity check is clean, no child, worker or batch job left, no core lease held
     stop the nodes; print the table; with --save, keep it in benchmarks/results.json
 
@@ -43,6 +44,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.soakcount import counted  # noqa: E402
 from benchmarks.soakjob import clean_value  # noqa: E402
 
 NODES = ROOT / "scripts" / "slurm-nodes.sh"
@@ -69,6 +71,7 @@ class Soak:
         self.env = {**os.environ, "SWEEP_NODES_DIR": str(self.dir / "nodes")}
         self.out = self.dir / "soak.zarr"
         self.faults: list[dict[str, Any]] = []
+        self.starts: dict[str, int] = {}  # the count check's tally
         self.pending: list[tuple[float, str, str]] = []  # (when, action, node): heals and revivals
         self.t0 = time.monotonic()
 
@@ -115,10 +118,12 @@ class Soak:
     def sweep(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         return sh(sys.executable, "-m", "sweep.cli", *args, env=self.env, timeout=timeout)
 
-    def submit(self) -> None:
-        done = self.sweep("submit", str(self.recipe), "--detach", "--json")
-        if done.returncode != 0 and "is being run by" not in done.stderr:
-            self.note("submit", "driver", f"rc {done.returncode}: {done.stderr.strip()[-200:]}")
+    def submit(self, *extra: str) -> None:
+        """Submit the sweep detached; logged (a run's start is a boundary the count check
+        needs), with the error when it failed for another reason than a driver running."""
+        done = self.sweep("submit", str(self.recipe), "--detach", "--json", *extra)
+        failed = done.returncode != 0 and "is being run by" not in done.stderr
+        self.note("submit", "driver", f"rc {done.returncode}: {done.stderr.strip()[-200:]}" if failed else "")
 
     def status(self) -> dict[str, Any]:
         done = self.sweep("status", str(self.out), "--json")
@@ -171,6 +176,7 @@ class Soak:
     def note(self, kind: str, target: str, result: str = "") -> None:
         entry = {
             "t_s": round(time.monotonic() - self.t0, 1),
+            "wall": round(time.time(), 2),
             "kind": kind,
             "target": target,
             "result": result,
@@ -264,7 +270,7 @@ class Soak:
             if self._driver() is None:
                 left = last.get("counts", {})
                 only = ["--only", "failed"] if not left.get("pending") and not left.get("running") else []
-                self.sweep("submit", str(self.recipe), "--detach", *only)
+                self.submit(*only)
             time.sleep(5)
         self.wall_s = time.monotonic() - self.t0
         return last
@@ -292,6 +298,8 @@ class Soak:
             )
         if lost_points(self.out).any():
             problems.append("the store's integrity check finds damaged points")
+        self.starts, miscounts = counted(ds, self.dir / "marks", self.faults)
+        problems += miscounts
         self.stored = ds
         return problems
 
@@ -368,6 +376,7 @@ class Soak:
             "points_recovered": int(((attempts > 1) | (requeued > 0)).sum()),
             "attempts_lost": int((attempts - 1).sum() + requeued.sum()),
             "core_s_lost_at_most": round(float((attempts - 1).sum() + requeued.sum()) * per_point, 1),
+            "starts_counted": self.starts,
             "wall_s": round(self.wall_s, 1),
             "wall_over_ideal": round(self.wall_s / ideal, 2),
             "problems": problems,
