@@ -8,7 +8,7 @@ LOWEST := .venv-lowest
 MEEP := .venv-meep
 MEEP_MPI := .venv-meep-mpi
 
-.PHONY: run test test-main test-lowest test-meep meep-env test-meep-mpi test-fast lint bench soak slurm clean
+.PHONY: run test test-main test-lowest test-meep meep-env test-meep-mpi test-fast lint bench soak slurm sge clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +93,10 @@ soak: $(TEST_STAMP)
 
 slurm:
 	scripts/slurm-local.sh start
+
+sge:
+	scripts/system-deps.sh
+	scripts/sge-local.sh start
 
 clean:
 	rm -rf $(VENV) $(LOWEST) $(MEEP) $(MEEP_MPI) results .pytest_cache

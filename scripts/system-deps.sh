@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# System packages some tests need: Debian's SLURM (tests/cluster/test_slurm.py), Chromium
+# System packages some tests need: Debian's SLURM (tests/cluster/test_slurm.py), Son of Grid
+# Engine (tests/cluster/test_sge.py), Chromium
 # (tests/cluster/test_browser.py), Open MPI (tests/worker/test_mpi.py) and serial Meep with MPB and
 # matplotlib (python3-meep: the Meep leg of `make test`, scripts/meep-env.sh). Installed when
 # running as root with apt-get (as CI does); elsewhere this says what is missing and those
@@ -11,6 +12,7 @@ need=()
 command -v slurmctld >/dev/null || need+=(slurmctld slurmd slurm-client munge)
 command -v chromium >/dev/null || need+=(chromium)
 command -v mpirun >/dev/null || need+=(openmpi-bin)
+command -v sge_qmaster >/dev/null || need+=(gridengine-master gridengine-exec gridengine-client)
 if ! dpkg -s python3-meep python3-matplotlib >/dev/null 2>&1 && ! dpkg -s python3-meep-mpi-default >/dev/null 2>&1; then
     need+=(python3-meep python3-matplotlib)
 fi
@@ -20,5 +22,11 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
     exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
+# Grid Engine's packages are told not to make a cell of their own: scripts/sge-local.sh makes
+# one per run, in a folder of its own
+for pkg in gridengine-master gridengine-common gridengine-client; do
+    printf '%s shared/gridenginemaster string sgehost\n%s shared/gridenginecell string default\n%s shared/gridengineconfig boolean false\n' \
+        "$pkg" "$pkg" "$pkg"
+done | debconf-set-selections
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,7 +1,7 @@
 """What a heavy test needs of the machine, by marker: a test marked ``@pytest.mark.slurm`` (or
-``root``, ``nodes``, ``browser``, ``meep``, ``mpi_meep``, ``mpirun``, ``gcc``) is skipped, with the reason,
-where the machine lacks it (tests/conftest.py applies it); ``-m "not slurm"`` leaves such tests
-out on purpose."""
+``root``, ``nodes``, ``sge``, ``browser``, ``meep``, ``mpi_meep``, ``mpirun``, ``gcc``) is
+skipped, with the reason, where the machine lacks it (tests/conftest.py applies it);
+``-m "not slurm"`` leaves such tests out on purpose."""
 
 from __future__ import annotations
 
@@ -56,6 +56,10 @@ NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
     "nodes": (
         lambda: _namespaces() and _slurm_installable(),
         "a multi-node SLURM needs root, network/UTS/mount namespaces, and SLURM or apt-get",
+    ),
+    "sge": (
+        lambda: _namespaces() and bool(shutil.which("sge_qmaster") or shutil.which("apt-get")),
+        "Grid Engine needs root, network/UTS/mount namespaces, and its Debian packages or apt-get",
     ),
     "browser": (lambda: Path(CHROMIUM).exists(), "needs Debian's chromium (scripts/system-deps.sh)"),
     "meep": (

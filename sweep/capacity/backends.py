@@ -1,7 +1,8 @@
 """Each batch system dask-jobqueue drives, as one record.
 
 A :class:`Backend` says everything the package knows of one batch system: dask-jobqueue's
-class, how its walltimes read, how it is asked for GPUs, whether its logs can be appended to
+class, how its walltimes read, how it is asked for GPUs (and for cores, where dask-jobqueue
+does not ask), whether its logs can be appended to
 across requeues, which variables name a job and count its restarts, how it warns a job of its
 end, and what to check when a submission fails. Every module that needs one of these reads
 :data:`BACKENDS`: a new batch system is a new record (and its golden job script test).
@@ -35,6 +36,10 @@ class Backend:
     job_id_var: str | None = None  # the variable naming the job inside it
     restart_var: str | None = None  # the variable counting its restarts (requeues)
     end_signal: str | None = None  # the directive asking a signal before the end: {signal}, {seconds}
+    # the directive asking ``{n}`` cores on one host where dask-jobqueue asks none (SGE: a parallel
+    # environment); ``cores_flag`` is what marks one given in ``job_extra_directives`` already
+    cores_directive: str | None = None
+    cores_flag: str | None = None
 
 
 # in the order a job's variables are looked for: SGE's generic JOB_ID last
@@ -90,6 +95,8 @@ BACKENDS: dict[str, Backend] = {
             walltime_unit_s=1.0,
             gpu_directive="-l gpu={n}",
             job_id_var="JOB_ID",
+            cores_directive="-pe smp {n}",
+            cores_flag="-pe",
         ),
     )
 }

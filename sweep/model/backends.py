@@ -75,8 +75,9 @@ def gpu_directives(kind: str, n: int, given: Any) -> Any:
 def run_defaults(settings: Any, name: str, output: Path) -> Any:
     """``settings`` (ClusterSettings of a batch kind) with what a recipe leaves unset filled in
     for the sweep ``name`` writing ``output``: batch jobs named ``sweep-<name>`` (``job_name``),
-    their logs under the store's ``logs/batch/`` (``log_directory``) and, where the batch system
-    can, appended to across requeues. Other kinds come back as they are."""
+    their logs under the store's ``logs/batch/`` (``log_directory``), where the batch system
+    can, appended to across requeues, and its cores asked where dask-jobqueue does not (SGE).
+    Other kinds come back as they are."""
     if not settings.cluster_kind.is_batch:
         return settings
     given = settings.jobqueue_options
@@ -85,12 +86,27 @@ def run_defaults(settings: Any, name: str, output: Path) -> Any:
         extra["job_name"] = f"sweep-{name}"
     if "log_directory" not in given:
         extra["log_directory"] = str(Path(output).resolve() / "logs" / "batch")
-    append = BACKENDS[settings.kind].append_logs
-    if append is not None:
-        directives = list(given.get("job_extra_directives") or [])
-        if append not in directives:
-            extra["job_extra_directives"] = [*directives, append]
+    extra |= _directives(settings, list(given.get("job_extra_directives") or []))
     return settings.model_validate({**settings.model_dump(exclude_unset=True), **given, **extra})
+
+
+def _directives(settings: Any, given: list[str]) -> dict[str, list[str]]:
+    """``job_extra_directives`` with what the batch system needs added (:class:`Backend`):
+    append to a requeued job's log; ask for the job's cores where dask-jobqueue does not (SGE's
+    ``-pe smp N``, unless a ``-pe`` is given: the parallel environment is the site's). Empty
+    when nothing is to be added."""
+    backend = BACKENDS[settings.kind]
+    added = list(given)
+    if backend.append_logs is not None and backend.append_logs not in added:
+        added.append(backend.append_logs)
+    cores = settings.cores or 1
+    if (
+        backend.cores_directive
+        and cores > 1
+        and not any(d.startswith(backend.cores_flag or "") for d in added)
+    ):
+        added.append(backend.cores_directive.format(n=cores))
+    return {"job_extra_directives": added} if added != given else {}
 
 
 def cluster_class(kind: str) -> type:

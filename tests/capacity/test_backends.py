@@ -38,3 +38,18 @@ def test_gpus_are_asked_in_each_systems_syntax_or_refused_where_unknown():
 def test_only_a_system_with_an_end_signal_is_asked_to_warn():
     assert endsignal.warns("slurm") and not endsignal.warns("pbs") and not endsignal.warns("local")
     assert endsignal.directive(BACKENDS["slurm"].end_signal).startswith("--signal=B:")
+
+
+def _defaults(**cluster):
+    from sweep.model.backends import run_defaults
+    from sweep.model.settings import ClusterSettings
+
+    settings = ClusterSettings(**{"cores": 4, "memory": "8GiB", **cluster})
+    return run_defaults(settings, "demo", "/tmp/out.zarr").jobqueue_options.get("job_extra_directives")
+
+
+def test_an_sge_job_of_several_cores_asks_a_parallel_environment_unless_one_is_given():
+    assert _defaults(kind="sge") == ["-pe smp 4"]
+    assert _defaults(kind="sge", job_extra_directives=["-pe threaded 4"]) == ["-pe threaded 4"]
+    assert _defaults(kind="sge", cores=1) is None
+    assert _defaults(kind="slurm") == ["--open-mode=append"]
