@@ -40,6 +40,9 @@ class Backend:
     # environment); ``cores_flag`` is what marks one given in ``job_extra_directives`` already
     cores_directive: str | None = None
     cores_flag: str | None = None
+    # whether the job script's prologue runs as shell lines: HTCondor's goes into a submit
+    # description, where ``$(...)`` is a macro, so nothing there says when the job started
+    shell_prologue: bool = True
 
 
 # in the order a job's variables are looked for: SGE's generic JOB_ID last
@@ -80,6 +83,7 @@ BACKENDS: dict[str, Backend] = {
             "HTCondorCluster",
             "check that `condor_q` works on this host (the schedd), and the submit options",
             gpu_submit_key="request_gpus",
+            shell_prologue=False,
         ),
         Backend(
             "oar",

@@ -22,13 +22,13 @@ _TEXT = {"type": ["string", "null"]}
 _NUMBER = {"type": ["number", "null"]}
 
 
-def _schema(name: str, required: dict[str, Any]) -> dict[str, Any]:
+def _schema(name: str, required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"sweep.{name}/{VERSION}",
         "type": "object",
         "required": ["schema", *required],
-        "properties": {"schema": {"const": f"sweep.{name}/{VERSION}"}, **required},
+        "properties": {"schema": {"const": f"sweep.{name}/{VERSION}"}, **required, **(optional or {})},
     }
 
 
@@ -36,6 +36,15 @@ _RUN = {
     "type": "object",
     "required": ["state", "running_now", "since", "ended", "text"],
     "properties": {"state": _TEXT, "running_now": {"type": "boolean"}, "since": _TEXT, "ended": _TEXT},
+}
+_ALLOCATION = {  # a run's allocation cost: sweep.client.listeners.allocation
+    "type": "object",
+    "required": ["run", "held_core_s", "used_core_s", "lost_core_s", "used_share", "workers"],
+    "properties": {
+        "run": {"type": "string"},
+        **{k: {"type": "number"} for k in ("held_core_s", "used_core_s", "lost_core_s", "used_share")},
+        "workers": {"type": "integer"},
+    },
 }
 SCHEMAS: dict[str, dict[str, Any]] = {
     "status": _schema(
@@ -54,6 +63,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "exit_code": {"type": ["integer", "null"]},
             "learned_memory": {"type": ["object", "null"]},
             "threads_auto": _TEXT,
+            "allocation": {"type": "array", "items": _ALLOCATION},
             "failures": {
                 "type": "array",
                 "items": {"type": "object", "required": ["point_id", "status", "error"]},
@@ -101,6 +111,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "detached": {"type": "boolean"},
             "exit_code": {"type": ["integer", "null"]},
         },
+        {"allocation": {"anyOf": [_ALLOCATION, {"type": "null"}]}},  # a run's
     ),
     "error": _schema(
         "error",
@@ -148,6 +159,7 @@ def status(output: Path, known: Any) -> dict[str, Any]:
     from sweep.cli.facts import headline, learned_memory
     from sweep.client import autothreads
     from sweep.client.driver import DriverState
+    from sweep.client.listeners import allocation
     from sweep.wire.protocol import FINISHED, NOT_DONE
 
     ds, attrs = known.ds, dict(known.ds.attrs)
@@ -176,6 +188,7 @@ def status(output: Path, known: Any) -> dict[str, Any]:
         exit_code=state.exit_code if state is not None else None,
         learned_memory=learned_memory(attrs),
         threads_auto=autothreads.describe(attrs.get(autothreads.ATTR)),
+        allocation=allocation.runs_of(attrs),
         failures=[
             {"point_id": str(pid), "status": str(st), "error": headline(err)}
             for pid, st, err in zip(ids.ravel().astype(str), known.status, errors)
@@ -251,6 +264,8 @@ def submitted(s: Any, ds: Any, code: int) -> dict[str, Any]:
     """`submit --json` of a sweep that ran in this process and ended with ``code``."""
     from collections import Counter
 
+    from sweep.client.listeners import allocation
+
     return doc(
         "submit",
         output=str(s.output),
@@ -260,6 +275,7 @@ def submitted(s: Any, ds: Any, code: int) -> dict[str, Any]:
         counts=_counts(Counter(ds["status"].values.ravel().astype(str))),
         points_run=int(s.stats.get("todo", 0)),
         wall_s=round(float(s.stats.get("wall_s", 0.0)), 3),
+        allocation=next(reversed(allocation.runs_of(ds.attrs)), None),
     )
 
 

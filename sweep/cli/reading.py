@@ -234,6 +234,7 @@ def _status(args: argparse.Namespace) -> int:
     auto = autothreads.describe(ds.attrs.get(autothreads.ATTR))
     if auto is not None:
         print(f"  threads  auto chose {auto}")
+    _print_allocation(ds.attrs)
     for name, how in (
         ("resumed_from", "resumed from a checkpoint"),
         ("requeued", "requeued, their worker lost"),
@@ -264,6 +265,17 @@ def _status(args: argparse.Namespace) -> int:
 
         print(provenance.render(dict(ds.attrs), ran))
     return EXIT_OK if _finished(counts) == total else EXIT_INCOMPLETE
+
+
+def _print_allocation(attrs: Any) -> None:
+    """What the last run's allocation cost, and all runs' where there were several."""
+    from sweep.client.listeners import allocation
+
+    runs = allocation.runs_of(attrs)
+    if runs:
+        print(f"  cost     last run: {allocation.shown(runs[-1])}")
+    if len(runs) > 1:
+        print(f"           {len(runs)} runs: {allocation.shown(allocation.total(runs))}")
 
 
 def _print_running(ds: Any, running: list[dict[str, Any]]) -> None:

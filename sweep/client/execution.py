@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, cast
 from sweep import provenance
 from sweep.capacity import resources
 from sweep.client import checks, plan, search, startup
+from sweep.client.listeners.allocation import AllocationListener
 from sweep.client.listeners.base import Listener, Run, end_listeners
 from sweep.client.listeners.checkpoints import RunCheckpoints
 from sweep.client.listeners.driverstate import DriverStateListener
@@ -220,7 +221,7 @@ class Execution:
             study = self._study()
             listeners: list[Listener] = [ProgressListener(bar), saved, DriverStateListener(self.output, bar)]
             listeners += [study] if study is not None else []
-            listeners += [LearnedListener(), PinningListener(), FitListener()]
+            listeners += [LearnedListener(), PinningListener(), FitListener(), AllocationListener()]
             make = plan.task_maker(self.loaded, token, self._config)
             tasks = (
                 study.tasks(sorted(todo), make)

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from sweep.client import autothreads
+from sweep.client.listeners import allocation
 from sweep.wire import events
 from sweep.wire.protocol import NOT_DONE, PointRecord
 
@@ -231,6 +232,14 @@ def summary_table(ds: Any, wall_s: float | None, output: str, ran: int | None = 
     auto = autothreads.describe(ds.attrs.get(autothreads.ATTR))
     if auto is not None:
         table.add_row("threads: auto", auto)
+    runs = allocation.runs_of(ds.attrs)
+    if runs:
+        cost = runs[-1]
+        table.add_row(
+            "core-h held / used / lost, last run",
+            f"{cost['held_core_s'] / 3600:.3g} / {cost['used_core_s'] / 3600:.3g} "
+            f"({100 * cost['used_share']:.0f}%) / {cost['lost_core_s'] / 3600:.3g}",
+        )
     if ran is not None:
         table.add_row("points run now", str(ran))
     if wall_s is not None:

@@ -244,9 +244,13 @@ def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
     seconds = backends.walltime_seconds(
         settings.kind, opts.get("walltime", dask.config.get(f"{config}.walltime", None))
     )
-    if seconds:  # the worker knows when its job ends (sweep.worker.batchjob)
-        prologue = opts.get("job_script_prologue", dask.config.get(f"{config}.job-script-prologue", None))
-        opts["job_script_prologue"] = [batchjob.prologue_line(seconds), *(prologue or [])]
+    prologue = opts.get("job_script_prologue", dask.config.get(f"{config}.job-script-prologue", None))
+    # the worker knows when its job started (allocation cost) and ends (sweep.worker.batchjob)
+    ends = [batchjob.prologue_line(seconds)] if seconds else []
+    starts = [batchjob.start_line()] if backends.BACKENDS[settings.kind].shell_prologue else []
+    if starts or ends:
+        opts["job_script_prologue"] = [*starts, *ends, *(prologue or [])]
+    if seconds:
         python = opts.get("python", dask.config.get(f"{config}.python", None)) or sys.executable
         endsignal.job_script_options(settings.kind, opts, python, seconds)
     if dry_run:

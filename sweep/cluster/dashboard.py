@@ -77,12 +77,15 @@ class SweepPage(SchedulerPlugin):
         sweep = self.sweeps.get(name)
         if sweep is None:
             return
+        if isinstance(event, events.AllocationCost):
+            sweep["allocation"] = asdict(event)
+            return
         for one in event.ends if isinstance(event, events.PointsEnded) else (event,):
             self._record(sweep, one)
 
     @staticmethod
     def _record(sweep: dict[str, Any], event: events.Event) -> None:
-        assert not isinstance(event, events.SweepAnnounced | events.PointsEnded)
+        assert not isinstance(event, events.SweepAnnounced | events.PointsEnded | events.AllocationCost)
         key = _key(event.index)
         if isinstance(event, events.PointEnded) and _counted(sweep, key, event):
             return

@@ -133,6 +133,18 @@ class TrialTold:
 
 
 @dataclass(frozen=True)
+class AllocationCost:
+    """The run's allocation so far (:mod:`sweep.client.listeners.allocation`): core-seconds
+    held by its workers, used by its points, lost to attempts that did not end done."""
+
+    held_core_s: float
+    used_core_s: float
+    lost_core_s: float
+    used_share: float
+    workers: int
+
+
+@dataclass(frozen=True)
 class PointsEnded:
     """The ends of a chunk of short points run by one task (one event instead of one each)."""
 
@@ -148,6 +160,7 @@ Event = (
     | TrialTold
     | CheckpointSaved
     | PointSampled
+    | AllocationCost
 )
 _KINDS: dict[str, type] = {
     "sample": PointSampled,
@@ -158,6 +171,7 @@ _KINDS: dict[str, type] = {
     "end": PointEnded,
     "ends": PointsEnded,
     "trial": TrialTold,
+    "allocation": AllocationCost,
 }
 _KIND_OF = {cls: kind for kind, cls in _KINDS.items()}
 

@@ -1,7 +1,8 @@
 """When a worker's batch job ends, and whether a point still fits before then.
 
-A batch cluster's job script exports ``SWEEP_JOB_END`` (seconds since the epoch: the job's
-start plus ``cluster.walltime``, from a line :func:`prologue_line` adds to the script's
+A batch cluster's job script exports ``SWEEP_JOB_START`` (seconds since the epoch, from
+:func:`start_line`: what the run's allocation cost counts from) and ``SWEEP_JOB_END`` (the
+job's start plus ``cluster.walltime``, from a line :func:`prologue_line` adds to the script's
 prologue). Before a worker starts a point it asks :func:`fits`: a point fits when its
 expected wall time plus ``MARGIN_S`` ends before the job does. The expected time is the
 recipe's ``resources.expected`` when given, else :func:`estimate` over the wall times of the
@@ -32,12 +33,26 @@ JOB_ID_VARS = tuple(b.job_id_var for b in BACKENDS.values() if b.job_id_var)
 # requeues a job whose node fails or that is preempted, and runs it again under the same id.
 RESTART_VARS = {b.job_id_var: b.restart_var for b in BACKENDS.values() if b.job_id_var and b.restart_var}
 END_VAR = "SWEEP_JOB_END"
+START_VAR = "SWEEP_JOB_START"  # when the job started: what its allocation is charged from
 MARGIN_S = 10.0  # a point must end this long before its batch job does
 
 
 def prologue_line(seconds: float) -> str:
     """The job script line that exports when the job ends (its start plus ``seconds``)."""
     return f"export {END_VAR}=$(( $(date +%s) + {int(seconds)} ))"
+
+
+def start_line() -> str:
+    """The job script line that exports when the job started (every batch job's script)."""
+    return f"export {START_VAR}=$(date +%s)"
+
+
+def job_start(environ: Mapping[str, str] = os.environ) -> float | None:
+    """When this process's batch job started (seconds since the epoch), or None when unknown."""
+    try:
+        return float(environ[START_VAR])
+    except (KeyError, ValueError):
+        return None
 
 
 def job_end(environ: Mapping[str, str] = os.environ) -> float | None:

@@ -83,15 +83,21 @@ def test_dashboard_sweep_page_serves_live_point_states(client, tmp_path):
     run = s.start(client=client, progress=False)
     base = client.dashboard_link.rsplit("/", 1)[0]
 
-    def states():
+    def sweep_data():
         with urllib.request.urlopen(f"{base}/sweep/data.json", timeout=5) as r:
             data = json.load(r)
-        sweep = next((x for x in data["sweeps"] if x["name"] == s.loaded.name), None)
-        return {} if sweep is None else {tuple(p["index"]): p for p in sweep["points"]}
+        return next((x for x in data["sweeps"] if x["name"] == s.loaded.name), {})
+
+    def states():
+        return {tuple(p["index"]): p for p in sweep_data().get("points", [])}
 
     wait_for(lambda: any(p["status"] == "running" and p.get("latest") for p in states().values()))
     live = states()
     assert len(live) == 4
+    # what the run's workers held and its points used so far
+    wait_for(lambda: (sweep_data().get("allocation") or {}).get("used_core_s", 0) > 0)
+    cost = sweep_data()["allocation"]
+    assert cost["held_core_s"] >= cost["used_core_s"] > 0 and cost["workers"] >= 1
     with urllib.request.urlopen(f"{base}/sweep", timeout=5) as r:
         assert b"latest objective" in r.read()
     run.wait(120)

@@ -387,3 +387,37 @@ def test_a_batch_job_of_2_cores_runs_a_2_rank_point_on_its_own_cores(slurm, tmp_
     for i in range(2):  # each rank on its own leased core, the launcher kept off srun
         assert sorted(ds["rank_cores"].values[i].ravel().tolist()) == [0.0, 1.0]
     assert len(set(ds["batch_job"].values.tolist())) == 1
+
+
+def _held_by_slurm(job: str, seconds: float = 60) -> float:
+    """Core-seconds batch job ``job`` held as the controller records it once it ended: its
+    CPUs times its end less its start (what sacct reports, from the same record)."""
+    from datetime import datetime
+
+    deadline = time.monotonic() + seconds
+    while True:
+        out = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True).stdout
+        fields = dict(f.split("=", 1) for f in out.split() if "=" in f)
+        if fields.get("JobState") not in (None, "RUNNING", "PENDING", "COMPLETING"):
+            break
+        assert time.monotonic() < deadline, f"batch job {job} did not end: {out}"
+        time.sleep(0.5)
+    start, end = (datetime.fromisoformat(fields[k]).timestamp() for k in ("StartTime", "EndTime"))
+    return int(fields["NumCPUs"]) * (end - start)
+
+
+def test_the_core_hours_a_run_says_it_held_agree_with_slurms_record(slurm, tmp_path):
+    from sweep.client.listeners.allocation import runs_of
+
+    markers = tmp_path / "m"
+    markers.mkdir()
+    s = slurm_sweep(
+        tmp_path, {"grid": {"x": list(range(10))}, "fixed": {"folder": str(markers), "seconds": 10.0}}
+    )
+    ds = s.run(progress=False)
+    assert (ds["status"] == "done").all(), ds["error"].values
+    (job,) = set(ds["batch_job"].values.tolist())
+    held = _held_by_slurm(job)
+    cost = runs_of(ds.attrs)[-1]
+    assert abs(cost["held_core_s"] - held) <= 0.05 * held, (cost, held)
+    assert cost["used_core_s"] >= 100.0 and cost["lost_core_s"] == 0.0  # 10 points of 10 s on one core
