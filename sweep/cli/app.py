@@ -233,8 +233,9 @@ def _submit(args: argparse.Namespace) -> int:
     s = _load(args)
     settings = backends.run_defaults(s.recipe.cluster, s.loaded.name, s.output)
     if args.dry_run:
-        plan.preflight(s.loaded)
-        print(f"plan: {clusters.plan_text(settings, plan.placement(s.recipe), len(s))}")
+        where = plan.placement(s.recipe)  # made once for this command, handed whole
+        plan.preflight(s.loaded, where=where)
+        print(f"plan: {clusters.plan_text(settings, where, len(s))}")
         print(f"output: {s.output}")
         if settings.cluster_kind.is_batch:
             existed = s.output.exists()

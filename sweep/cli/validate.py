@@ -24,8 +24,9 @@ def _validate(args: argparse.Namespace) -> int:
     s = _load(args)
     r = s.recipe
     space = s.loaded.space
-    plan.preflight(s.loaded)  # every check before "OK": an error after it would contradict it
-    plan_line = clusters.plan_text(r.cluster, plan.placement(r), len(space))
+    where = plan.placement(r)  # made once for this command, handed whole
+    plan.preflight(s.loaded, where=where)  # every check before "OK": an error after it would contradict it
+    plan_line = clusters.plan_text(r.cluster, where, len(space))
     ownership.check(s.output)
     if args.json:
         from sweep.cli import jsonout

@@ -21,26 +21,28 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from sweep.model.recipe import LoadedRecipe
+    from sweep.wire.placement import Placement
 
 
-def before_run(loaded: LoadedRecipe, client: Client | None, force: bool) -> ChildConfig:
-    """Every check of a run on ``client`` (None: the recipe's cluster, not started yet); the
-    children's config, made once here (it checks the compile cache; children of a job that
-    can't use JAX never load it)."""
+def before_run(loaded: LoadedRecipe, client: Client | None, force: bool, where: Placement) -> ChildConfig:
+    """Every check of a run on ``client`` (None: the recipe's cluster, not started yet) whose
+    points sit at ``where`` (the run's placement); the children's config, made once here (it
+    checks the compile cache; children of a job that can't use JAX never load it)."""
     recipe = loaded.recipe
-    plan.preflight(loaded, given_client=client is not None)
+    plan.preflight(loaded, given_client=client is not None, where=where)
     if client is not None:
         check_fits(client, recipe.resources.cores, recipe.resources.memory)
-    thread_headroom(loaded, client)
+    thread_headroom(loaded, client, where)
     environment(loaded)
-    config = plan.child_config(recipe, jax=may_use_jax(loaded.job))
+    config = plan.child_config(recipe, jax=may_use_jax(loaded.job), where=where)
     if loaded.search is not None and not force and is_store(loaded.output):
         search.check_journal(loaded.output)  # before the store grows or a cluster starts
     return config
 
 
-def thread_headroom(loaded: LoadedRecipe, client: Client | None) -> None:
-    """Refuse (HeadroomError) a local plan that can't fit under ``ulimit -u``; warn if tight."""
+def thread_headroom(loaded: LoadedRecipe, client: Client | None, where: Placement) -> None:
+    """Refuse (HeadroomError) a local plan of points at ``where`` that can't fit under
+    ``ulimit -u``; warn if tight."""
     recipe = loaded.recipe
     c = recipe.child
     if not c.preflight or (client is None and not recipe.cluster.cluster_kind.is_local):
@@ -52,7 +54,7 @@ def thread_headroom(loaded: LoadedRecipe, client: Client | None) -> None:
         cores = max((resources.cores(w["resources"]) for w in workers), default=0)
     if not cores:
         return
-    p = limits.plan(cores, recipe.resources.cores, c.cap, plan.placement(recipe).thread_budget)
+    p = limits.plan(cores, recipe.resources.cores, c.cap, where.thread_budget)
     warning = limits.check_headroom(p)
     if warning:
         warnings.warn(warning, SweepWarning, stacklevel=4)

@@ -106,16 +106,16 @@ class Execution:
     def execute(self, client: Client | None) -> xr.Dataset:
         """Run every point not yet done, on ``client`` or on the recipe's cluster started for
         them, and return the result dataset (see :meth:`sweep.Sweep.run`)."""
-        self._config = checks.before_run(self.loaded, client, self.options.force)
+        self._config = checks.before_run(self.loaded, client, self.options.force, self.placement)
         if client is None and startup.opens_beside_cluster(self.loaded, self.options.force):
             opening = startup.beside_cluster(
-                self._open_store, self.loaded, self._stop_for, self._started, self._config
+                self._open_store, self.loaded, self._stop_for, self._started, self._config, self.placement
             )
             with opening as (store, own):
                 self._work(store, own)
         else:
             if client is not None:
-                startup.set_up_pool(client, self.loaded, self._config)
+                startup.set_up_pool(client, self.loaded, self._config, self.placement)
             with self._open_store() as store:
                 self._work(store, client)
         ds = self.dataset()
@@ -142,7 +142,7 @@ class Execution:
         """This run started the cluster of ``own``: note it and set up its pool."""
         self._own_cluster = True
         self._mark("cluster")
-        startup.set_up_pool(own, self.loaded, self._config, own=True)
+        startup.set_up_pool(own, self.loaded, self._config, self.placement, own=True)
 
     def _open_store(self) -> Store:
         o = self.options
@@ -179,7 +179,7 @@ class Execution:
                         f"[sweep] {self.output}: the space changed: {store.growth.summary()}", file=sys.stderr
                     )
             if todo and client is None:
-                with startup.cluster(self.loaded, self._stop_for, self._config) as own:
+                with startup.cluster(self.loaded, self._stop_for, self._config, self.placement) as own:
                     self._started(own)
                     self._run_on(own, store, todo)
             elif todo and client is not None:
@@ -222,11 +222,9 @@ class Execution:
             listeners: list[Listener] = [ProgressListener(bar), saved, DriverStateListener(self.output, bar)]
             listeners += [study] if study is not None else []
             listeners += [LearnedListener(), PinningListener(), FitListener(), AllocationListener()]
-            make = plan.task_maker(self.loaded, token, self._config)
+            make = plan.task_maker(self.loaded, token, self._config, self.placement)
             tasks = (
-                study.tasks(sorted(todo), make)
-                if study is not None
-                else plan.tasks(self.loaded, todo, token, self._config)
+                study.tasks(sorted(todo), make) if study is not None else plan.tasks(self.loaded, todo, make)
             )
             window = self._window(client, saved.carried(store, tasks), len(todo), token, store, study)
             run = Run(client, store, window, token, events.topic(self.loaded.name), self.cancel)

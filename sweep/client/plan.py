@@ -13,22 +13,24 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from pathlib import Path
 from typing import Any
 
-from sweep.capacity.accelerators import ACCELERATORS, asked, host_cores
+from sweep.capacity.accelerators import asked, host_cores
+from sweep.capacity.budget import point_threads
 from sweep.client import autothreads
 from sweep.cluster.clusters import node_cores
 from sweep.errors import SweepWarning
 from sweep.model.recipe import LoadedRecipe, Recipe
 from sweep.wire.childconfig import ChildConfig, default_compile_cache
 from sweep.wire.events import LISTED_POINTS, SweepAnnounced
-from sweep.wire.placement import GPUS, TPUS, Placement, thread_budget
+from sweep.wire.placement import Placement
 from sweep.wire.recycling import Recycling
 from sweep.wire.task import Limits, PointTask
 from sweep.worker import gpus, tpus
 
 
-def child_config(recipe: Recipe, jax: bool = True) -> ChildConfig:
+def child_config(recipe: Recipe, jax: bool = True, where: Placement | None = None) -> ChildConfig:
     """How the recipe's children are started (``child.*`` keys); ``jax``: whether its job may
-    use JAX (:func:`sweep.model.job.may_use_jax`).
+    use JAX (:func:`sweep.model.job.may_use_jax`); ``where``: the run's :func:`placement`
+    (made here when not given).
 
     A compile cache this process can't write is dropped with a warning (the children run
     without it) rather than failing every point.
@@ -48,34 +50,37 @@ def child_config(recipe: Recipe, jax: bool = True) -> ChildConfig:
     return ChildConfig(
         cap=c.cap,
         compile_cache=cache_dir,
-        platforms=child_platforms(recipe),
+        platforms=child_platforms(recipe, where),
         env=tuple(sorted(c.env.items())),
         mpirun=c.mpirun,
         jax=jax,
     )
 
 
-def preflight(loaded: LoadedRecipe, given_client: bool = False) -> None:
+def preflight(loaded: LoadedRecipe, given_client: bool = False, where: Placement | None = None) -> None:
     """The checks of a recipe that need no cluster (:func:`sweep.cluster.clusters.preflight` unless a
-    client is given, and :func:`sweep.worker.mpi.preflight`); each raises a SweepError naming the fix."""
+    client is given, and :func:`sweep.worker.mpi.preflight`); each raises a SweepError naming the fix.
+    ``where``: the run's :func:`placement` (made here when not given)."""
     from sweep.cluster import clusters
     from sweep.worker import mpi
 
     r = loaded.recipe
+    where = where or placement(r)
     if not given_client:
-        clusters.preflight(r.cluster, placement(r))
+        clusters.preflight(r.cluster, where)
     local = r.cluster.cluster_kind.is_local or given_client
     mpi.preflight(r.resources.ranks, r.child.mpirun, local, loaded.job)
     if local:
-        gpus.check_jax(child_platforms(r))
-        tpus.check_jax(child_platforms(r))
+        gpus.check_jax(child_platforms(r, where))
+        tpus.check_jax(child_platforms(r, where))
 
 
-def child_platforms(recipe: Recipe) -> str:
+def child_platforms(recipe: Recipe, where: Placement | None = None) -> str:
     """``JAX_PLATFORMS`` of the children: ``child.platforms`` when the recipe sets it, else
-    the platform of the accelerator the points ask for (``cuda``, ``tpu``), else ``cpu``."""
+    the platform of the accelerator the points ask for (``cuda``, ``tpu``; ``where``: their
+    placement, made here when not given), else ``cpu``."""
     c = recipe.child
-    wanted = asked(placement(recipe))
+    wanted = asked(where or placement(recipe))
     if "platforms" not in c.model_fields_set and wanted is not None:
         return wanted[0].platform
     return c.platforms
@@ -107,18 +112,11 @@ def point_timeout(recipe: Recipe) -> float | None:
 
 
 def budget(recipe: Recipe, k: int | None = None) -> int:
-    """Threads each point may hold: ``resources.thread_budget``, else 12 + 5k plus
-    ``resources.extra_threads`` plus the threads of the device runtime of the accelerator it asks
-    for (``Accelerator.runtime_threads``) (``k``: the point's cores, default ``resources.threads``); an
-    MPI point's ranks that each, plus the MPI runtime's own (:func:`sweep.capacity.budget.point_budget`)."""
+    """Threads each point of ``recipe`` may hold (``k``: its cores, default
+    ``resources.threads``): :func:`sweep.capacity.budget.point_threads`."""
     r = recipe.resources
-    runtime = sum(ACCELERATORS[name].runtime_threads for name in (GPUS, TPUS) if getattr(r, name))
-    per_rank = r.thread_budget or thread_budget(r.threads if k is None else k) + r.extra_threads + runtime
-    if r.ranks == 1:
-        return per_rank
-    from sweep.capacity.budget import point_budget
-
-    return point_budget(r.ranks, per_rank)
+    k = r.threads if k is None else k
+    return point_threads(k, r.ranks, r.extra_threads, r.gpus, r.tpus, r.thread_budget or 0)
 
 
 def placement(recipe: Recipe, k: int | None = None) -> Placement:
@@ -143,14 +141,15 @@ def recycling(recipe: Recipe) -> Recycling:
 
 
 def task_maker(
-    loaded: LoadedRecipe, run: str = "", config: ChildConfig | None = None
+    loaded: LoadedRecipe, run: str = "", config: ChildConfig | None = None, where: Placement | None = None
 ) -> Callable[[tuple[int, ...], Mapping[str, Any]], PointTask]:
     """A function making the task of the point at an index with the given swept parameters
     (the recipe's fixed parameters, resources, limits and child settings added; ``config``:
-    the recipe's :func:`child_config`, when the caller has it)."""
+    the recipe's :func:`child_config`, ``where``: the run's :func:`placement`, when the caller
+    has them)."""
     recipe = loaded.recipe
     r, fixed = recipe.resources, recipe.params.fixed
-    where = placement(recipe)
+    where = where or placement(recipe)
     limits = Limits(
         timeout=point_timeout(recipe),
         memory=r.memory,
@@ -160,7 +159,7 @@ def task_maker(
         log_bytes=recipe.child.log_bytes,
         checkpoint_bytes=r.checkpoint_bytes,
     )
-    config = config or child_config(recipe)
+    config = config or child_config(recipe, where=where)
     recycled = recycling(recipe)
 
     def make(index: tuple[int, ...], params: Mapping[str, Any]) -> PointTask:
@@ -197,12 +196,13 @@ def calibration(recipe: Recipe, chosen: int | None = None) -> autothreads.Calibr
 
 
 def tasks(
-    loaded: LoadedRecipe, todo: Iterable[tuple[int, ...]], run: str = "", config: ChildConfig | None = None
+    loaded: LoadedRecipe,
+    todo: Iterable[tuple[int, ...]],
+    make: Callable[[tuple[int, ...], Mapping[str, Any]], PointTask],
 ) -> Iterator[PointTask]:
     """The tasks for the given point indices (a set or a :class:`~sweep.store.pointmask.PointMask`),
-    in the space's order, made as they are taken."""
+    in the space's order, made by ``make`` (a :func:`task_maker`) as they are taken."""
     wanted = todo if isinstance(todo, Set) else set(todo)
-    make = task_maker(loaded, run, config)
     return (make(p.index, p.params) for p in loaded.space.points() if p.index in wanted)
 
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from sweep.model.recipe import LoadedRecipe
+    from sweep.wire.placement import Placement
 
 
 def opens_beside_cluster(loaded: LoadedRecipe, force: bool) -> bool:
@@ -46,13 +47,15 @@ def opens_beside_cluster(loaded: LoadedRecipe, force: bool) -> bool:
 
 
 @contextmanager
-def cluster(loaded: LoadedRecipe, on_fatal: Callable[[str], None], config: ChildConfig) -> Iterator[Client]:
+def cluster(
+    loaded: LoadedRecipe, on_fatal: Callable[[str], None], config: ChildConfig, where: Placement
+) -> Iterator[Client]:
     """The recipe's cluster started for this run, its batch jobs named for the sweep and
     logging into its store; ``on_fatal(reason)`` when it can't go on. A local cluster's worker
     starts with the run's core pool (:func:`core_pool`): its children warm while the worker
     joins, and :func:`set_up_pool` finds it there (``started_with_pool``)."""
     settings = backends.run_defaults(loaded.recipe.cluster, loaded.name, loaded.output)
-    plugins = (core_pool(loaded, config),) if started_with_pool(loaded) else ()
+    plugins = (core_pool(loaded, config, where),) if started_with_pool(loaded) else ()
     with connect(settings, loaded.recipe.resources.cores, on_fatal=on_fatal, plugins=plugins) as client:
         yield client
 
@@ -62,13 +65,13 @@ def started_with_pool(loaded: LoadedRecipe) -> bool:
     return loaded.recipe.cluster.cluster_kind.is_local
 
 
-def core_pool(loaded: LoadedRecipe, config: ChildConfig) -> CorePool:
+def core_pool(loaded: LoadedRecipe, config: ChildConfig, where: Placement) -> CorePool:
     """The run's core pool, as each worker sets it up: logging at the client's level, and
-    warming this recipe's children (``child.prewarm``)."""
+    warming this recipe's children (``child.prewarm``) placed at ``where``."""
     r = loaded.recipe
     level = logging.getLogger("sweep").getEffectiveLevel()
     # the pool warms what it can: not an MPI world, nor a child of GPUs or TPUs (CorePool.prewarm)
-    warm = Prewarm(plan.placement(r), config, plan.recycling(r)) if r.child.prewarm else None
+    warm = Prewarm(where, config, plan.recycling(r)) if r.child.prewarm else None
     return CorePool(log_level=level, warm=warm)
 
 
@@ -79,6 +82,7 @@ def beside_cluster(
     on_fatal: Callable[[str], None],
     on_cluster: Callable[[Client], None],
     config: ChildConfig,
+    where: Placement,
 ) -> Iterator[tuple[Store, Client]]:
     """Create the store (importing xarray and dask.array, writing its skeleton) in a thread
     while this one starts the local cluster: the two overlap, the store is ready before the
@@ -88,7 +92,7 @@ def beside_cluster(
     with ThreadPoolExecutor(1, thread_name_prefix="sweep-store") as pool:
         opening = pool.submit(open_store)
         try:
-            with cluster(loaded, on_fatal, config) as client:
+            with cluster(loaded, on_fatal, config, where) as client:
                 on_cluster(client)
                 with opening.result() as store:
                     yield store, client
@@ -98,7 +102,9 @@ def beside_cluster(
                 opening.result().close()  # released already unless the cluster failed
 
 
-def set_up_pool(client: Client, loaded: LoadedRecipe, config: ChildConfig, own: bool = False) -> None:
+def set_up_pool(
+    client: Client, loaded: LoadedRecipe, config: ChildConfig, where: Placement, own: bool = False
+) -> None:
     """Register the core pool on ``client``'s workers and have them start warming this
     recipe's children (``child.prewarm``): called once per run, as soon as a client is there,
     so the children start while the store opens and the sweep is set up. On a cluster this
@@ -106,7 +112,7 @@ def set_up_pool(client: Client, loaded: LoadedRecipe, config: ChildConfig, own: 
     left to do: registering a pool again would close the children it is warming."""
     if own and started_with_pool(loaded):
         return
-    pool = core_pool(loaded, config)
+    pool = core_pool(loaded, config, where)
     client.register_plugin(pool, name=CorePool.name)
     if endsignal.warns(loaded.recipe.cluster.kind):  # its nannies pass the job's end warning on
         client.register_plugin(endsignal.EndSignal(), name=endsignal.EndSignal.name)

@@ -3,7 +3,7 @@
 import pytest
 
 from sweep import Sweep, _compat
-from sweep.client import startup
+from sweep.client import plan, startup
 from sweep.store.layout import LOG_NAME, MARK
 from sweep.wire.childconfig import ChildConfig
 from sweep.worker.commands import PLUGIN_NAME
@@ -20,13 +20,13 @@ def _pool(dask_worker) -> tuple[int, int] | None:
 def test_a_local_worker_joins_with_the_runs_pool_warming_and_setting_up_keeps_it(tmp_path):
     s = Sweep(f"{JOBS}:noop", {"grid": {"x": [0, 1]}}, output=str(tmp_path / "o.zarr"))
     config = ChildConfig()
-    with startup.cluster(s.loaded, lambda reason: None, config) as client:
+    with startup.cluster(s.loaded, lambda reason: None, config, plan.placement(s.recipe)) as client:
         (joined,) = client.run(_pool).values()
         assert joined is not None, "the worker joined without the run's pool"
         cores = sum(w["resources"]["threads"] for w in client.scheduler_info()["workers"].values())
         wait_for(lambda: list(client.run(_pool).values())[0][1] == cores)  # its children warm
         (seen,) = client.run(_pool).values()
-        startup.set_up_pool(client, s.loaded, config, own=True)
+        startup.set_up_pool(client, s.loaded, config, plan.placement(s.recipe), own=True)
         (after,) = client.run(_pool).values()
         assert after == seen, "setting the run up replaced the pool and its warm children"
 
