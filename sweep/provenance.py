@@ -9,12 +9,10 @@ prints.
 
 from __future__ import annotations
 
-import json
 import platform
 import socket
 import subprocess
 import sys
-from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -74,34 +72,3 @@ def record(loaded: Any, workers: dict[str, dict[str, str]]) -> dict[str, Any]:
         "workers": workers,
         "git": {name: git_state(p.resolve()) for name, p in files.items() if p is not None},
     }
-
-
-def render(attrs: dict[str, Any], ran: list[tuple[int, Any]]) -> str:
-    """The provenance and inputs of a store, as text: the inputs its done points ran with
-    (``ran``: each distinct :class:`~sweep.model.inputs.Inputs` with its count of points; the last
-    run's inputs when no point is done), its ``sweep_history`` and its last run's provenance."""
-    prov = json.loads(attrs.get("sweep_provenance", "{}"))
-    if ran:
-        lines = []
-        for n, inputs in ran:
-            lines.append(f"inputs ({n} done point(s) ran with these):")
-            lines += [f"  {k}: {v}" for k, v in sorted(asdict(inputs).items())]
-    else:
-        lines = ["inputs (of the last run; no point is done):"]
-        lines += [f"  {k}: {v}" for k, v in json.loads(attrs.get("sweep_inputs", "{}")).items()]
-    lines.append(f"space fingerprint: {attrs.get('sweep_fingerprint', '?')}")
-    history = json.loads(attrs.get("sweep_history", "[]"))
-    if history:
-        lines.append("history:")
-        lines += [f"  {json.dumps(entry)}" for entry in history]
-    if not prov:
-        return "\n".join([*lines, "provenance: not recorded (made before it was)"])
-    lines += [f"command: {prov['command']}", f"client: {prov['client']}"]
-    lines += [f"workers on {host}: {v}" for host, v in prov.get("workers", {}).items()]
-    for name, state in prov.get("git", {}).items():
-        if state is None:
-            lines.append(f"git ({name}): not in a git repository")
-        else:
-            dirty = "with uncommitted changes" if state["dirty"] else "clean"
-            lines.append(f"git ({name}): {state['repository']} at {state['commit']}, {dirty}")
-    return "\n".join(lines)

@@ -209,3 +209,19 @@ def test_the_wheel_lists_every_package_of_the_tree():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)
+
+
+def test_a_store_attribute_is_spelled_only_in_its_home():
+    """Each attribute of a store's group is named once, in sweep/store/attributes.py; every
+    other module uses the constant."""
+    from sweep.store import attributes
+
+    names = {v for k, v in vars(attributes).items() if k.isupper()}
+    spelled = re.compile(r"[\"'](" + "|".join(sorted(names)) + r")[\"']")
+    slips = [
+        f"{path.relative_to(ROOT)}: {m.group(1)}"
+        for path in sorted((ROOT / "sweep").rglob("*.py"))
+        if path != ROOT / "sweep" / "store" / "attributes.py"
+        for m in spelled.finditer(path.read_text())
+    ]
+    assert len(names) >= 25 and not slips, slips

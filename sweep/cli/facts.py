@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.errors import UsageError
+from sweep.store import attributes
 
 
 @dataclass
@@ -53,9 +54,7 @@ def learned_memory(attrs: dict[str, Any]) -> dict[str, Any] | None:
     """What the points learned to ask of memory (bytes, from how many points), if they did."""
     import json
 
-    from sweep.store.layout import MEMORY_ASK_ATTR
-
-    return json.loads(attrs[MEMORY_ASK_ATTR]) if MEMORY_ASK_ATTR in attrs else None
+    return json.loads(attrs[attributes.MEMORY_ASK]) if attributes.MEMORY_ASK in attrs else None
 
 
 JAX_NOTE = "-" * 20  # the line before JAX's "For simplicity, JAX has removed its internal frames ..."

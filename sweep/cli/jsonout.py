@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sweep.store import attributes
+
 VERSION = 1
 
 _COUNTS = {"type": "object", "additionalProperties": {"type": "integer"}}
@@ -145,11 +147,11 @@ def last_run(output: Path, attrs: dict[str, Any]) -> dict[str, Any]:
     from sweep.store.lock import locked
 
     return {
-        "state": attrs.get("sweep_run_state"),
-        "running_now": attrs.get("sweep_run_state") == "running" and output.is_dir() and locked(output),
-        "since": attrs.get("sweep_last_run"),
-        "ended": attrs.get("sweep_last_end"),
-        "by": attrs.get("sweep_run_by"),
+        "state": attrs.get(attributes.RUN_STATE),
+        "running_now": attrs.get(attributes.RUN_STATE) == "running" and output.is_dir() and locked(output),
+        "since": attrs.get(attributes.LAST_RUN),
+        "ended": attrs.get(attributes.LAST_END),
+        "by": attrs.get(attributes.RUN_BY),
         "text": sentence(output, attrs),
     }
 
@@ -169,8 +171,8 @@ def status(output: Path, known: Any) -> dict[str, Any]:
     return doc(
         "status",
         output=str(output),
-        name=attrs.get("sweep_name"),
-        space=attrs.get("sweep_space"),
+        name=attrs.get(attributes.NAME),
+        space=attrs.get(attributes.SPACE),
         points=int(known.status.size),
         counts=_counts(known.counts),
         finished=sum(known.counts[s] for s in FINISHED) == known.status.size,
@@ -249,7 +251,7 @@ def results(output: Path, ds: Any) -> dict[str, Any]:
     return doc(
         "results",
         output=str(output),
-        name=ds.attrs.get("sweep_name"),
+        name=ds.attrs.get(attributes.NAME),
         counts=_counts(Counter(status)),
         variables=sorted(str(v) for v in ds.data_vars),
         dims={str(d): int(n) for d, n in ds.sizes.items()},

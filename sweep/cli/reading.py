@@ -20,7 +20,7 @@ from sweep.cli.table import (
     command,
 )
 from sweep.errors import UsageError
-from sweep.store import found
+from sweep.store import attributes, found
 from sweep.store.layout import read_attrs
 
 
@@ -155,7 +155,7 @@ def _ls(args: argparse.Namespace) -> int:
     rows, stores = [], []
     for path in found.stores(root):
         attrs = read_attrs(path)
-        name = attrs.get("sweep_name", "?")
+        name = attrs.get(attributes.NAME, "?")
         try:
             c = driver.counts(path)
             damaged = int(lost_points(path).sum())
@@ -211,9 +211,8 @@ def _status(args: argparse.Namespace) -> int:
         return EXIT_OK if _finished(known.counts) == known.status.size else EXIT_INCOMPLETE
     status, counts, running = known.status, known.counts, known.running
     total = status.size
-    print(
-        f"{args.output}: sweep {ds.attrs.get('sweep_name')} ({ds.attrs.get('sweep_space')}), {total} points"
-    )
+    name, kind = ds.attrs.get(attributes.NAME), ds.attrs.get(attributes.SPACE)
+    print(f"{args.output}: sweep {name} ({kind}), {total} points")
     print(f"  {last_run(args.output, ds.attrs)}")
     for name in ("done", "pruned", *NOT_DONE, "running", "pending"):
         if counts[name]:
@@ -261,9 +260,9 @@ def _status(args: argparse.Namespace) -> int:
 
         print(mixed(ran))
     if args.provenance:
-        from sweep import provenance
+        from sweep.store.runs import provenance_text
 
-        print(provenance.render(dict(ds.attrs), ran))
+        print(provenance_text(dict(ds.attrs), ran))
     return EXIT_OK if _finished(counts) == total else EXIT_INCOMPLETE
 
 

@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sweep.store.layout import THREADS_AUTO_ATTR
+from sweep.store import attributes
 from sweep.wire.placement import Placement
 from sweep.wire.protocol import PointRecord
 from sweep.wire.task import PointTask
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 ROUNDS = 2  # calibration points per job slot of each k: a cold one, then a warm one
 MIN_POINTS_FACTOR = 2  # a sweep of fewer than this many times the calibration's points isn't calibrated
 REPAY = 0.05  # the larger ks are measured only if losing costs at most this share of the sweep's rest
-ATTR = THREADS_AUTO_ATTR
+ATTR = attributes.THREADS_AUTO
 
 
 @dataclass

@@ -42,7 +42,7 @@ from sweep.client.window import Window
 from sweep.cluster.clusters import SubmissionError, local_cores
 from sweep.cluster.dashboard import CURVED_POINTS, SweepPage
 from sweep.model.space import Trials
-from sweep.store import Store, StoreFull
+from sweep.store import Store, StoreFull, attributes
 from sweep.store.pointmask import PointMask
 from sweep.store.results import open_results
 from sweep.store.writer import ResultWriter
@@ -263,7 +263,7 @@ class Execution:
         if self.options.on_start is not None:
             self.options.on_start(client)
         workers = dict(client.run(provenance.host_versions).values())
-        store.set_attrs(sweep_provenance=provenance.record(self.loaded, workers))
+        store.set_attrs(**{attributes.PROVENANCE: provenance.record(self.loaded, workers)})
         small = len(self.loaded.space) <= plan.ANNOUNCED_POINTS  # else the page is told of no point
         announced = plan.announcement(
             self.loaded,

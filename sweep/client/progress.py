@@ -15,6 +15,7 @@ from rich.table import Table
 
 from sweep.client import autothreads
 from sweep.client.listeners import allocation
+from sweep.store import attributes
 from sweep.wire import events
 from sweep.wire.protocol import NOT_DONE, PointRecord
 
@@ -199,7 +200,7 @@ def last_run_wall(attrs: Any) -> float | None:
 
     from sweep.store import TIME_FORMAT
 
-    start, end = attrs.get("sweep_last_run"), attrs.get("sweep_last_end")
+    start, end = attrs.get(attributes.LAST_RUN), attrs.get(attributes.LAST_END)
     if not start or not end:
         return None
     seconds = (datetime.strptime(end, TIME_FORMAT) - datetime.strptime(start, TIME_FORMAT)).total_seconds()
@@ -215,7 +216,7 @@ def summary_table(ds: Any, wall_s: float | None, output: str, ran: int | None = 
     import numpy as np
 
     status = ds["status"].values.ravel().astype(str)
-    table = Table(title=f"sweep {ds.attrs.get('sweep_name', '')}: {output}", show_header=True)
+    table = Table(title=f"sweep {ds.attrs.get(attributes.NAME, '')}: {output}", show_header=True)
     table.add_column("what")
     table.add_column("value", justify="right")
     for name, n in sorted(Counter(status).items()):

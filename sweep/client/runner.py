@@ -26,6 +26,7 @@ from sweep.client.progress import SweepProgress
 from sweep.errors import SweepError
 from sweep.model.recipe import LoadedRecipe, Recipe, RecipeError, safe_name
 from sweep.model.values import load_yaml
+from sweep.store import attributes
 from sweep.store.results import open_results
 
 if TYPE_CHECKING:
@@ -75,15 +76,18 @@ class Sweep:
         ``--set`` overrides), writing to ``output``. A store made in Python with a callable
         job can't be rebuilt so (RecipeError saying so): rerun it from Python."""
         attrs = open_results(output, load=False).attrs
-        if "sweep_recipe_dir" not in attrs:
+        if attributes.RECIPE_DIR not in attrs:
             raise RecipeError(
                 f"{output}: this store does not record its recipe; submit the recipe file again"
             )
-        data = load_yaml(attrs["sweep_recipe"])
+        data = load_yaml(attrs[attributes.RECIPE])
         data["output"] = str(output)
         try:
             loaded = Recipe.from_dict(
-                data, overrides, base=Path(attrs["sweep_recipe_dir"]), source=f"{output} (its sweep_recipe)"
+                data,
+                overrides,
+                base=Path(attrs[attributes.RECIPE_DIR]),
+                source=f"{output} (its sweep_recipe)",
             )
         except RecipeError as exc:
             if ":" not in str(data.get("job", "")):  # a callable's recipe names only the function

@@ -21,7 +21,7 @@ import numpy as np
 
 from sweep import provenance
 from sweep._compat import text_dtype
-from sweep.store import integrity, layout, ownership
+from sweep.store import attributes, integrity, layout, ownership
 from sweep.store.errors import UNWRITABLE, StoreFull
 from sweep.store.layout import ADDING, METADATA, NOT_DATA
 from sweep.wire.protocol import FINISHED, stored_fields
@@ -86,7 +86,7 @@ def _padded(values: np.ndarray, shape: tuple[int, ...], dtype: Any) -> np.ndarra
 
 
 def _outputs(group: Any) -> dict[str, list[str]]:
-    return dict(json.loads(group.attrs.get("sweep_outputs", "{}")))
+    return dict(json.loads(group.attrs.get(attributes.OUTPUTS, "{}")))
 
 
 def _now() -> str:
@@ -135,7 +135,7 @@ def _create_outputs(path: Path, outputs: list[NewOutput]) -> None:
     if not outputs:
         return
     group = _open_group(path, "r")
-    sweep_dims = tuple(json.loads(group.attrs["sweep_dims"]))
+    sweep_dims = tuple(json.loads(group.attrs[attributes.DIMS]))
     sweep_shape = tuple(group["status"].shape)
     coords = {d: c for out in outputs for d, c in out.coords.items() if d not in group}
     by_dtype: dict[str, list[NewOutput]] = {}
@@ -245,7 +245,7 @@ def _add_record_vars(path: Path) -> None:
         return
     import xarray as xr  # only then: opening a store imports no xarray
 
-    dims = tuple(json.loads(group.attrs["sweep_dims"]))
+    dims = tuple(json.loads(group.attrs[attributes.DIMS]))
     data_vars, encoding = _record_vars(missing, dims, group["status"].shape, text_in_memory=True)
     if "returned" in missing:
         finished = np.isin(np.asarray(group["status"][...], dtype=object), FINISHED)
@@ -268,17 +268,19 @@ def _build(path: Path, loaded: Any, fingerprint: str) -> None:
     coords["point_id"] = (dims, ids)  # written by _write_point_ids
     ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update(
-        sweep_name=loaded.name,
-        sweep_recipe=loaded.effective_text,
-        sweep_job=loaded.job.label,
-        sweep_space=space.kind,
-        sweep_space_settings=space.settings,
-        sweep_dims=json.dumps(list(dims)),
-        sweep_points=len(space),
-        sweep_fingerprint=fingerprint,
-        sweep_created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        sweep_versions=json.dumps(provenance.versions()),
-        sweep_outputs="{}",
+        {
+            attributes.NAME: loaded.name,
+            attributes.RECIPE: loaded.effective_text,
+            attributes.JOB: loaded.job.label,
+            attributes.SPACE: space.kind,
+            attributes.SPACE_SETTINGS: space.settings,
+            attributes.DIMS: json.dumps(list(dims)),
+            attributes.POINTS: len(space),
+            attributes.FINGERPRINT: fingerprint,
+            attributes.CREATED: time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            attributes.VERSIONS: json.dumps(provenance.versions()),
+            attributes.OUTPUTS: "{}",
+        }
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from sweep.store import attributes
 from sweep.store.layout import METADATA, read_attrs
 
 
@@ -15,7 +16,7 @@ def stores(root: Path, depth: int = 4) -> Iterator[Path]:
     meta = root / METADATA
     if meta.exists():
         try:
-            if "sweep_name" in read_attrs(root):
+            if attributes.NAME in read_attrs(root):
                 yield root
                 return
         except (OSError, ValueError):

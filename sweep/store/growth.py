@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from sweep.model.space import Space
+from sweep.store import attributes
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,9 @@ def compare(group: Any, attrs: dict[str, Any], space: Space) -> Growth | None:
     """How the store's points map onto ``space``; None when the layouts can't be matched
     (another kind of space, or other dims: a different sweep, not a grown one)."""
     if (
-        attrs.get("sweep_space") != space.kind
-        or json.loads(attrs.get("sweep_dims", "[]")) != list(space.dims)
-        or attrs.get("sweep_space_settings", "") != space.settings
+        attrs.get(attributes.SPACE) != space.kind
+        or json.loads(attrs.get(attributes.DIMS, "[]")) != list(space.dims)
+        or attrs.get(attributes.SPACE_SETTINGS, "") != space.settings
     ):
         return None
     old_ids = np.asarray(group["point_id"][...], dtype=object).ravel()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.model import inputs
+from sweep.store import attributes
 from sweep.store.creation import _now
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ class InputsRecord:
         self.path, self.group, self.set_attrs = path, group, set_attrs
         self.now: inputs.Inputs | None = None  # this run's inputs (set by record)
         self.job_file: str | None = None
-        self._seen: dict[str, str] = json.loads(group.attrs.get("sweep_inputs_seen", "{}"))
+        self._seen: dict[str, str] = json.loads(group.attrs.get(attributes.INPUTS_SEEN, "{}"))
         self._ids_by_sources: dict[tuple[tuple[str, str], ...], str] = {}
 
     def record(self, loaded: Any, now: inputs.Inputs, kept_over: list[str]) -> None:
@@ -33,16 +34,18 @@ class InputsRecord:
         self.now, self.job_file = now, inputs.job_file(loaded.job)
         extra: dict[str, Any] = {}
         if kept_over:
-            history = json.loads(self.group.attrs.get("sweep_history", "[]"))
-            extra["sweep_history"] = [*history, {"time": _now(), "kept_done_over": kept_over}]
+            history = json.loads(self.group.attrs.get(attributes.HISTORY, "[]"))
+            extra[attributes.HISTORY] = [*history, {"time": _now(), "kept_done_over": kept_over}]
             log.warning("%s: inputs changed, done points kept: %s", self.path, "; ".join(kept_over))
         self.set_attrs(
             **extra,
-            sweep_inputs=now.to_json(),
-            sweep_recipe=loaded.effective_text,
-            sweep_recipe_source=loaded.text,
-            sweep_name_from=loaded.name_from,
-            sweep_recipe_dir=str(Path(loaded.base).resolve()),
+            **{
+                attributes.INPUTS: now.to_json(),
+                attributes.RECIPE: loaded.effective_text,
+                attributes.RECIPE_SOURCE: loaded.text,
+                attributes.NAME_FROM: loaded.name_from,
+                attributes.RECIPE_DIR: str(Path(loaded.base).resolve()),
+            },
         )
 
     def ident(self, sources: Mapping[str, str]) -> str:
@@ -55,5 +58,5 @@ class InputsRecord:
             ident = self._ids_by_sources[key] = ran.ident()
             if ident not in self._seen:
                 self._seen[ident] = ran.to_json()
-                self.set_attrs(sweep_inputs_seen=self._seen)
+                self.set_attrs(**{attributes.INPUTS_SEEN: self._seen})
         return ident or ""

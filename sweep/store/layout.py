@@ -37,9 +37,6 @@ LOGS = "logs"
 CHECKPOINTS = ".sweep-checkpoints"
 ADDING = ".sweep-adding"
 MARK = ".sweep-store"
-# attributes of a store's zarr group that a run learned for the next (the rest: docs/results.md)
-MEMORY_ASK_ATTR = "sweep_memory_ask"  # the memory each point asks, learned from peaks
-THREADS_AUTO_ATTR = "sweep_threads_auto"  # the k that `threads: auto` chose
 NOT_DATA = (
     LOCK_NAME,
     HELD_NAME,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from sweep.model import inputs
-from sweep.store import consolidated, growth, integrity, layout, ownership
+from sweep.store import attributes, consolidated, growth, integrity, layout, ownership
 from sweep.store.creation import (
     RECORD_VARS,
     NewOutput,
@@ -103,9 +103,9 @@ def _growth(path: Path, attrs: dict[str, Any], space: Any, keep_done: bool) -> g
     g = growth.compare(_open_group(path, "r"), attrs, space)
     if g is None:
         raise StoreMismatch(
-            f"{path} holds a different sweep ({attrs.get('sweep_space', '?')} space over "
-            f"{attrs.get('sweep_dims', '?')} of recipe {attrs.get('sweep_name', '?')!r}, "
-            f"{attrs.get('sweep_points', '?')} points; this recipe has a {space.kind} space over "
+            f"{path} holds a different sweep ({attrs.get(attributes.SPACE, '?')} space over "
+            f"{attrs.get(attributes.DIMS, '?')} of recipe {attrs.get(attributes.NAME, '?')!r}, "
+            f"{attrs.get(attributes.POINTS, '?')} points; this recipe has a {space.kind} space over "
             f"{json.dumps(list(space.dims))}, {len(space)} points{_settings_changed(attrs, space)}). "
             "Use another --output, or --force (Python: run(force=True)) to delete it and start over"
         )
@@ -125,7 +125,7 @@ def _settings_changed(attrs: Mapping[str, Any], space: Any) -> str:
     """What differs between the store's space settings (a search's sampler, objective,
     direction, axes...) and ``space``'s, as ``; key: old → new``, or ""."""
     try:
-        old = json.loads(attrs.get("sweep_space_settings") or "{}")
+        old = json.loads(attrs.get(attributes.SPACE_SETTINGS) or "{}")
         new = json.loads(space.settings or "{}")
     except ValueError:
         return ""
@@ -161,17 +161,21 @@ def _grow(path: Path, loaded: Any, fingerprint: str, g: growth.Growth) -> None:
         # a search's parameters are written as its trials start: kept trials keep theirs
         chosen = list(loaded.space.names) if loaded.space.kind == "search" else []
         growth.copy_points(old, new, g, [*RECORD_VARS, *outputs, *chosen])
-        keep = {k: v for k, v in old.attrs.items() if k not in new.attrs or k == "sweep_created"}
-        history = json.loads(old.attrs.get("sweep_history", "[]"))
+        keep = {k: v for k, v in old.attrs.items() if k not in new.attrs or k == attributes.CREATED}
+        history = json.loads(old.attrs.get(attributes.HISTORY, "[]"))
         entry = {
             "time": _now(),
             "grew": g.summary(),
-            "points": [old.attrs.get("sweep_points"), len(loaded.space)],
+            "points": [old.attrs.get(attributes.POINTS), len(loaded.space)],
         }
         if g.dropped:
             entry["dropped"] = g.dropped
         new.attrs.update(
-            {**keep, "sweep_outputs": json.dumps(outputs), "sweep_history": json.dumps([*history, entry])}
+            {
+                **keep,
+                attributes.OUTPUTS: json.dumps(outputs),
+                attributes.HISTORY: json.dumps([*history, entry]),
+            }
         )
         _swap_in(path, staging)
     finally:
@@ -214,7 +218,7 @@ def prepare(path: Path, loaded: Any, *, force: bool, keep_done: bool) -> Opened:
         attrs = stored_attrs(path)
         ran = inputs_ran(path)
         now = inputs.of(loaded, {f for _, i in ran for f in i.sources})
-        moved = attrs.get("sweep_fingerprint") != fingerprint
+        moved = attrs.get(attributes.FINGERPRINT) != fingerprint
         grown = _growth(path, attrs, loaded.space, keep_done) if moved else None
         changes = _changed_inputs(path, ran, now, keep_done=keep_done)
         if grown is not None:

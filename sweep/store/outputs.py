@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sweep.store import integrity
+from sweep.store import attributes, integrity
 from sweep.store.creation import RECORD_VARS, NewOutput, _create_outputs
 from sweep.wire.protocol import PointRecord
 
@@ -112,4 +112,4 @@ class Outputs:
         for spec in specs:
             self._coords.update(spec.coords)
             self.names[spec.name] = list(self.dims + spec.dims)
-        self.set_attrs(sweep_outputs=self.names)
+        self.set_attrs(**{attributes.OUTPUTS: self.names})

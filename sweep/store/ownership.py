@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 
 from sweep.errors import UsageError
+from sweep.store import attributes
 from sweep.store.layout import (
     ADDING,
     CHECKPOINTS,
@@ -53,7 +54,7 @@ def marked(path: Path) -> bool:
     if (path / MARK).exists():
         return True
     try:
-        return "sweep_fingerprint" in read_attrs(path)
+        return attributes.FINGERPRINT in read_attrs(path)
     except (OSError, ValueError, AttributeError):
         return False
 

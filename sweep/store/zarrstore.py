@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from sweep import _compat
-from sweep.store import consolidated, growth, integrity, opening
+from sweep.store import attributes, consolidated, growth, integrity, opening
 from sweep.store.creation import (
     RECORD_VARS,
     _coordinates,
@@ -61,7 +61,7 @@ class Store:
         self._lock: StoreLock | None = lock
         self.group: Any = _open_group(path, "r+")
         self._arrays: dict[str, Any] = {}
-        self.dims: tuple[str, ...] = tuple(json.loads(self.group.attrs["sweep_dims"]))
+        self.dims: tuple[str, ...] = tuple(json.loads(self.group.attrs[attributes.DIMS]))
         self.shape: tuple[int, ...] = self.group["status"].shape
         # an output whose variable is gone is created again by the next point that returns it
         self.outputs: dict[str, list[str]] = {
@@ -172,10 +172,12 @@ class Store:
         behind with the lock released, which :func:`last_run` reports as an abnormal end.
         """
         self.set_attrs(
-            sweep_last_run=_now(),
-            sweep_run_state="running",
-            sweep_run_by=f"pid {os.getpid()} on {socket.gethostname()}",
-            sweep_run_path=str(self.path.resolve()),  # a store moved while it runs says so later
+            **{
+                attributes.LAST_RUN: _now(),
+                attributes.RUN_STATE: "running",
+                attributes.RUN_BY: f"pid {os.getpid()} on {socket.gethostname()}",
+                attributes.RUN_PATH: str(self.path.resolve()),  # a store moved while it runs says so later
+            }
         )
 
     def run_ended(self, state: str) -> None:
@@ -187,7 +189,7 @@ class Store:
         if not self.intact():
             return
         try:
-            self.set_attrs(sweep_last_end=_now(), sweep_run_state=state)
+            self.set_attrs(**{attributes.LAST_END: _now(), attributes.RUN_STATE: state})
         except (OSError, StoreFull) as exc:
             log.warning("%s: could not record the end of the run: %s", self.path, exc)
 

@@ -43,13 +43,14 @@ from typing import TYPE_CHECKING, Any
 from sweep import cadence
 from sweep.capacity.resources import CORES
 from sweep.client.listeners.base import Listener, Run
+from sweep.store import attributes
 from sweep.wire import events
 
 if TYPE_CHECKING:
     from sweep.wire.protocol import PointRecord
 
 log = logging.getLogger(__name__)
-ATTR = "sweep_allocation"
+ATTR = attributes.ALLOCATION
 
 
 def held_since() -> float:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from sweep.client.listeners.base import Listener, Run
-from sweep.store.layout import MEMORY_ASK_ATTR, THREADS_AUTO_ATTR
+from sweep.store import attributes
 
 
 class LearnedListener(Listener):
@@ -19,7 +19,7 @@ class LearnedListener(Listener):
             return
         learned = run.window.learned()
         if learned.auto is not None and learned.auto.decided_here:
-            run.store.set_attrs(**{THREADS_AUTO_ATTR: json.dumps(learned.auto.summary())})
+            run.store.set_attrs(**{attributes.THREADS_AUTO: json.dumps(learned.auto.summary())})
         if learned.memory is not None:
             ask = {"bytes": learned.memory, "learned_from": learned.memory_from}
-            run.store.set_attrs(**{MEMORY_ASK_ATTR: json.dumps(ask)})
+            run.store.set_attrs(**{attributes.MEMORY_ASK: json.dumps(ask)})
