@@ -51,6 +51,14 @@ class Limits:
             return "killed", f"thread budget exceeded: {why}"
         return None
 
+    def near(self, rss: int, threads: int, share: float = 0.75) -> bool:
+        """Whether ``rss`` or ``threads`` hold more than ``share`` of their limit (where one
+        is set): a watch samples faster there."""
+        return bool(
+            (self.memory and rss > share * self.memory)
+            or (self.max_threads and threads > share * self.max_threads)
+        )
+
 
 @dataclass(frozen=True)
 class PointTask:
