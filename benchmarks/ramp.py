@@ -13,7 +13,10 @@ fresh workers each repeat (a pool keeps its children warm between sweeps):
   child imports JAX; 128 of them on 2 real cores would measure this machine's CPUs, not the
   ramp), so every slot's first job waits for its child to start;
 * **raw Dask**: ``client.map`` of the same function on the same workers, one per ``threads``
-  slot (``resources={"threads": 1}``), no child process.
+  slot (``resources={"threads": 1}``), no child process;
+* **sweep, warm**: the same sweep again on the same workers, whose pools kept their children:
+  no child starts. Cold less warm is what the children's starts cost; warm less raw Dask is
+  everything else (dispatch, the pool's leases, records, the store).
 
 Reported, medians over repeats: each wall, sweep's over raw Dask's, and for sweep the time
 from ``Sweep.run`` to the moment every slot ran a point (the ``NODES * CORES_PER``-th start
@@ -71,7 +74,7 @@ def _start(folder: Path, lib: Path) -> tuple[str, list[subprocess.Popen]]:
     return json.loads(file.read_text())["address"], procs
 
 
-def _sweep(address: str, folder: Path, run: int) -> dict[str, float]:
+def _sweep(address: str, folder: Path, run: int | str) -> dict[str, float]:
     from sweep import Sweep
 
     s = Sweep(
@@ -148,7 +151,9 @@ def bench_ramp(repeat: int) -> dict[str, Any]:
             try:
                 _wait_for_workers(address)
                 swept = _sweep(address, run_folder, r)
-                runs.append({**swept, "dask_wall_s": _raw(address)})
+                raw = _raw(address)
+                warm = _sweep(address, run_folder, f"{r}-warm")  # the same workers: children warm
+                runs.append({**swept, "dask_wall_s": raw, "warm_wall_s": warm["wall_s"]})
                 print(f"ramp run {r + 1}: {runs[-1]}", file=sys.stderr)
             finally:
                 _stop(procs)
@@ -163,6 +168,12 @@ def bench_ramp(repeat: int) -> dict[str, Any]:
         "sweep_wall_s": med["wall_s"],
         "dask_wall_s": med["dask_wall_s"],
         "sweep_over_dask": med["wall_s"] / med["dask_wall_s"],
+        # the split of sweep's wall over raw Dask's: its children's starts (cold less warm) and
+        # everything else (warm less raw: dispatch, the pool, records, the store)
+        "warm_wall_s": med["warm_wall_s"],
+        "warm_over_dask": med["warm_wall_s"] / med["dask_wall_s"],
+        "child_starts_s": med["wall_s"] - med["warm_wall_s"],
+        "everything_else_s": med["warm_wall_s"] - med["dask_wall_s"],
         "all_busy_s": med["all_busy_s"],
         "first_start_s": med["first_start_s"],
         # the slots' children start on this machine's few real cores: the least time that takes
