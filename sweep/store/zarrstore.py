@@ -200,7 +200,9 @@ class Store:
 
     def set_attrs(self, **attrs: Any) -> None:
         """Set store attributes (JSON text for structured ones); StoreFull when the file system
-        takes no more."""
+        takes no more, StoreGone when the folder was moved or deleted (zarr would make a new,
+        partial store at the old path)."""
+        self.check_intact()
         with writing(self.path):
             self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
 

@@ -288,3 +288,20 @@ def test_a_new_store_computes_nothing_on_a_default_client_with_no_worker(out):
         tasks = cluster.scheduler.transition_counter
     maker.join(30)  # with the defect, closing the client ends the wait
     assert made.is_set() and tasks == 0
+
+
+def test_an_attribute_written_after_the_store_moved_is_refused_and_makes_nothing(out, tmp_path):
+    """Found: a listener's last attribute write made a phantom store at the old path of a store
+    moved under its sweep (zarr creates what is missing)."""
+    import shutil
+
+    from sweep.store import StoreGone
+
+    store = Store.open(out, loaded(out))
+    try:
+        shutil.move(str(out), str(tmp_path / "elsewhere.zarr"))
+        with pytest.raises(StoreGone, match="was moved or deleted"):
+            store.set_attrs(sweep_note="x")
+        assert not out.exists()
+    finally:
+        store.close()

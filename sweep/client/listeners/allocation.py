@@ -205,5 +205,7 @@ class AllocationListener(Listener):
         except Exception as exc:  # noqa: BLE001 - a cluster gone with the run: its last poll stands
             log.debug("allocation: no last look at the workers: %s", exc)
         self.result = {"run": run.token, **self.sums.close(time.time())}
+        if not run.store.intact():  # moved or deleted under the run: nothing is written there
+            return
         run.store.set_attrs(**{ATTR: json.dumps([*runs_of({ATTR: run.store.attr(ATTR)}), self.result])})
         log.info("allocation of run %s: %s", run.token, shown(self.result))
