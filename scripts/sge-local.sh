@@ -15,6 +15,7 @@
 #   scripts/sge-local.sh env              # export SGE_ROOT=...; export SGE_CELL=...
 #   scripts/sge-local.sh stop             # SIGKILL everything inside, remove the namespace
 set -euo pipefail
+PATH=$PATH:/usr/sbin:/sbin  # sge_qmaster, ip: not on every root's PATH
 
 DIR=${SWEEP_SGE_DIR:-/tmp/sweep-sge}
 SLOTS=${SWEEP_SGE_SLOTS:-4}
