@@ -690,3 +690,20 @@ def interpreter_view(x: int = 0) -> dict:
         "stdout_ok": float(not sys.stdout.closed),
         "pid": float(os.getpid()),
     }
+
+
+def chatty_hog(x: int = 0, mb: int = 300, seconds: float = 6.0, every: float = 0.01) -> dict:
+    """Reports every ``every`` s for ``seconds``, holding ``mb`` MiB from half-way: a job whose
+    messages come faster than its watch samples."""
+    import sweep
+
+    held = bytearray()
+    t0 = time.monotonic()
+    step = 0
+    while time.monotonic() - t0 < seconds:
+        if not held and time.monotonic() - t0 > seconds / 2:
+            held = bytearray(b"\1" * (mb << 20))  # written: resident
+        sweep.report(step=step, held=len(held))
+        step += 1
+        time.sleep(every)
+    return {"value": float(x)}

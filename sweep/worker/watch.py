@@ -3,7 +3,7 @@
 ::
 
     Watch.run(): until the job's reply or the child's death
-        wait for a reply, at most interval() -> the reply table (:mod:`sweep.worker.replies`)
+        wait for a message until the sample is due -> the reply table (:mod:`sweep.worker.replies`)
         sample the tree                      -> threads, RSS, CPU seconds (and each rank's)
         pass samples on every LIVE_EVERY_S   -> on_sample (the /sweep page)
         read device memory every GPU_SAMPLE_S (GPU points)
@@ -91,12 +91,15 @@ class Watch:
         """Wait for the job's end, sampling the tree every SAMPLE_S and enforcing the limits."""
         child, record = self.child, self.job.record
         deadline = self.t0 + self.limits.timeout if self.limits.timeout else math.inf
+        due = self.t0 + SAMPLE_S  # the next sample: taken when due, however often the job says something
         while True:
-            if child._wait_readable(min(self.interval(), deadline - time.monotonic())):
-                if child._take_reply(self.job):
-                    break
-                continue
+            wait = max(0.0, min(due, deadline) - time.monotonic())
+            if child._wait_readable(wait) and child._take_reply(self.job):
+                break
+            if time.monotonic() < min(due, deadline):
+                continue  # a report or checkpoint came before the sample was due
             now = self._sample()
+            due = now + self.interval()
             if not child.alive():
                 child._record_death(record)
                 break

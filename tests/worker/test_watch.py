@@ -8,6 +8,7 @@ import threading
 import time
 
 import psutil
+import pytest
 
 from sweep.wire.task import Limits
 from sweep.worker import process, watch
@@ -65,3 +66,21 @@ def test_a_job_is_sampled_often_while_young_or_near_a_limit():
     assert w.interval() == watch.SAMPLE_S
     w._rss, w._threads = 0, 90  # near its thread limit
     assert w.interval() == watch.SAMPLE_S
+
+
+@pytest.mark.slow
+def test_a_job_that_reports_more_often_than_the_watch_samples_is_still_held_to_its_limits(client, tmp_path):
+    """Found: each message of the job (a report) woke the watch, which went back to waiting
+    without sampling, so a job reporting more often than the interval was never sampled: no
+    live figures on the /sweep page, no memory or thread limit enforced."""
+    from sweep import Sweep
+    from tests.helpers import JOBS
+
+    s = Sweep(
+        f"{JOBS}:chatty_hog",
+        {"grid": {"x": [0]}, "fixed": {"mb": 300, "seconds": 20.0, "every": 0.001}},
+        output=tmp_path / "out.zarr",
+        resources={"memory": "200MiB"},
+    )
+    ds = s.run(client=client, progress=False)
+    assert ds["status"].values.tolist() == ["oom"], ds["error"].values
