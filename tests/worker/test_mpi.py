@@ -1,7 +1,9 @@
 """Points that are MPI programs (sweep/worker/mpi.py): Open MPI's mpirun and mpi4py, for real."""
 
 import importlib.util
+import os
 import shutil
+import uuid
 from typing import Any
 
 import psutil
@@ -26,13 +28,26 @@ _MISSING = [
 needs_mpi = pytest.mark.skipif(bool(_MISSING), reason=f"needs {' and '.join(_MISSING)}")
 
 
+# this test process's mark, inherited by every process its sweeps start (clusters, children,
+# mpirun, ranks): leftovers() counts this test run's alone, not those of another run (or of
+# another test file's MPI point on this run's other worker) on the same machine
+MARK_VAR = "SWEEP_TESTS_MPI_MARK"
+MARK = os.environ.setdefault(MARK_VAR, f"{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
 def leftovers() -> list[str]:
-    """Command lines of MPI launchers and ranks of this tool still running."""
+    """Command lines of MPI launchers and ranks of this tool that this test run started, still
+    running."""
     found = []
     for p in psutil.process_iter(["cmdline"]):
         line = " ".join(p.info["cmdline"] or [])
         if "sweep.child.launch" in line or "@/tmp/sweep-mpi-" in line or "sweep-mpi-" in line:
-            found.append(line)
+            try:
+                ours = p.environ().get(MARK_VAR) == MARK
+            except psutil.Error:  # gone meanwhile
+                continue
+            if ours:
+                found.append(line)
     return found
 
 
