@@ -166,11 +166,9 @@ class Store:
         return PointMask(wanted)
 
     def run_started(self) -> None:
-        """Mark the store as being run by this process (``sweep_run_state = running``).
-
-        A run that ends calls :meth:`run_ended`; one whose process dies leaves ``running``
-        behind with the lock released, which :func:`last_run` reports as an abnormal end.
-        """
+        """Mark the store as being run by this process (``sweep_run_state = running``). A run
+        that ends calls :meth:`run_ended`; one whose process dies leaves ``running`` behind with
+        the lock released, which :func:`last_run` reports as an abnormal end."""
         self.set_attrs(
             **{
                 attributes.LAST_RUN: _now(),
@@ -200,8 +198,7 @@ class Store:
 
     def set_attrs(self, **attrs: Any) -> None:
         """Set store attributes (JSON text for structured ones); StoreFull when the file system
-        takes no more, StoreGone when the folder was moved or deleted (zarr would make a new,
-        partial store at the old path)."""
+        takes no more, StoreGone when the folder is gone (:meth:`check_intact`)."""
         self.check_intact()
         with writing(self.path):
             self.group.attrs.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in attrs.items()})
