@@ -4,6 +4,7 @@
  * and LLVM's thread pools are sized from. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/sysinfo.h>
@@ -16,7 +17,11 @@ int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *mask) {
     if (rc != 0 || fake == NULL) return rc;
     if (CPU_COUNT_S(size, mask) < get_nprocs()) return rc;
     int n = atoi(fake);
+    if ((size_t)n > size * 8) {  /* as the kernel says of a mask too small: the caller grows it */
+        errno = EINVAL;
+        return -1;
+    }
     CPU_ZERO_S(size, mask);
-    for (int i = 0; i < n && (size_t)i < size * 8; i++) CPU_SET_S(i, size, mask);
+    for (int i = 0; i < n; i++) CPU_SET_S(i, size, mask);
     return rc;
 }
