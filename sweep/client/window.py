@@ -198,7 +198,7 @@ class Window:
         if self._learn and not self._peaks_seen:  # what a point uses is still unknown: no more than run
             most = min(most, max(1, slots))
         room = most - len(self.in_flight)
-        expected = batchjob.estimate(self.walls)
+        chunks: list[list[PointTask]] = []
         while head is not None and room > 0:
             calibrating = self.auto is not None and self.auto.calibrating
             size = chunk_size(self.walls, self.left, slots) if self.queue is None and not calibrating else 1
@@ -208,20 +208,31 @@ class Window:
                 if tuned[0] is None:  # the calibration's points are out: wait for them to end
                     break
                 chunk = [t for t in tuned if t is not None]
-            future = self.client.submit(
-                run_points,
-                chunk,
-                expected,
-                key=self._key(chunk),
-                resources=self._resources(chunk[0].placement.cores),
-                pure=False,
-            )
-            self.in_flight[future] = chunk
-            new.append(future)
+            chunks.append(chunk)
             self.left -= len(chunk)
             room -= 1
             head = self._take() if room > 0 else None
         self._held = head
+        return self._submit(chunks)
+
+    def _submit(self, chunks: list[list[PointTask]]) -> list[Future]:
+        """A task for each chunk, those of one resource ask in one ``Client.map``: one graph
+        update of the scheduler for them all, where a ``submit`` each costs one a task (at
+        thousands of slots, most of the scheduler's time); their futures, in order."""
+        expected = batchjob.estimate(self.walls)
+        new: list[Future] = []
+        for cores, same in itertools.groupby(chunks, key=lambda chunk: chunk[0].placement.cores):
+            group = list(same)
+            futures = self.client.map(
+                run_points,
+                group,
+                [expected] * len(group),
+                key=[self._key(chunk) for chunk in group],
+                resources=self._resources(cores),
+                pure=False,
+            )
+            self.in_flight.update(zip(futures, group))
+            new.extend(futures)
         return new
 
     def finished(self, future: Future, result: Any) -> list[PointRecord]:

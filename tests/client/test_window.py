@@ -1,5 +1,7 @@
 """Submitting points through a bounded window, several short points per task (sweep/client/window.py)."""
 
+import time
+
 import pytest
 from distributed import Client
 
@@ -60,8 +62,6 @@ def test_points_asking_memory_wait_for_a_worker_to_say_whether_it_offers_memory(
     """Found: with no worker up at the start of a run on a user's cluster, the first tasks went
     out without their memory ask (no worker was known to offer memory), so a worker offering
     1 GB that then joined ran points asking 4 GiB. Now nothing goes out until a worker is seen."""
-    import time
-
     from distributed import LocalCluster
 
     from sweep import cadence
@@ -95,3 +95,45 @@ def test_points_asking_memory_wait_for_a_worker_to_say_whether_it_offers_memory(
         client.cancel(futures)
     assert len(futures) == 2
     assert restrictions == [{"threads": 1, "memory": 4 * 2**30}] * 2
+
+
+def test_a_fill_goes_to_the_scheduler_as_one_graph_update_whatever_its_number_of_tasks(tmp_path):
+    """At thousands of slots a graph update per task was most of the scheduler's time
+    (benchmarks/slots.py): a fill's tasks of one resource ask now go out in one."""
+    from distributed import LocalCluster
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    from sweep.client.plan import task_maker
+    from sweep.client.window import Window
+
+    class Updates(SchedulerPlugin):
+        name = "count-graph-updates"
+
+        def __init__(self) -> None:
+            self.keys: list[int] = []
+
+        def update_graph(self, scheduler, *, keys, **kwargs) -> None:
+            self.keys.append(len(keys))
+
+    with (
+        LocalCluster(
+            n_workers=1, processes=False, dashboard_address=None, resources={"threads": 4}
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        client.register_plugin(Updates())
+        s = Sweep(f"{JOBS}:noop", {"grid": {"x": list(range(40))}}, output=tmp_path / "o.zarr")
+        make = task_maker(s.loaded)
+        tasks = iter([make((i,), {"x": i}) for i in range(40)])
+        w = Window(client, tasks, 40, ["x"], "token")
+        futures = w.fill()
+
+        def updates(dask_scheduler):
+            return dask_scheduler.plugins[Updates.name].keys
+
+        while sum(client.run_on_scheduler(updates)) < len(futures):  # the submit reaches the scheduler
+            time.sleep(0.05)
+        seen = client.run_on_scheduler(updates)
+        client.cancel(futures)
+    assert len(futures) == window.IN_FLIGHT_PER_SLOT * 4  # a window's worth: 4 slots
+    assert seen == [len(futures)]
