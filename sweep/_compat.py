@@ -167,6 +167,23 @@ def on_worker_loop(worker: Any, fn: Any) -> None:
     done.wait()
 
 
+def stop_task_profiler(worker: Any) -> bool:
+    """Stop ``worker``'s statistical profiler of its task threads for good; whether it ran.
+    Call it on the worker's event loop.
+
+    Relies on: ``Worker.periodic_callbacks``, where the worker keeps the tornado
+    ``PeriodicCallback`` named ``profile`` (every ``distributed.worker.profile.interval`` it
+    walks the stack of each thread running a task) and ``profile-cycle`` (which rolls the
+    samples into the profile's history).
+    """
+    callbacks = getattr(worker, "periodic_callbacks", {})
+    stopped = [callbacks.pop(name, None) for name in ("profile", "profile-cycle")]
+    for callback in stopped:
+        if callback is not None:
+            callback.stop()
+    return any(c is not None for c in stopped)
+
+
 def nanny_worker_pid(nanny: Any) -> int | None:
     """The pid of the worker process a ``distributed.Nanny`` runs, or None while there is none.
 

@@ -89,6 +89,32 @@ def test_worker_plugins_are_read_and_installed_from_a_task():
         assert client.submit(install_then_read).result(timeout=60)
 
 
+def test_a_workers_task_profiler_is_its_profile_callbacks_and_stops_for_good():
+    """The profiler samples the task threads from ``periodic_callbacks['profile']``; once
+    stopped no sample is taken, though a task keeps running."""
+
+    def samples(dask_worker):
+        return dask_worker.profile_recent["count"]
+
+    def busy():
+        time.sleep(0.5)
+
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        (worker,) = cluster.workers.values()
+        assert {"profile", "profile-cycle"} <= set(worker.periodic_callbacks)
+        client.submit(busy, pure=False).result()
+        assert list(client.run(samples).values())[0] > 0  # sampled while the task ran
+        stopped = client.run(lambda dask_worker: _compat.stop_task_profiler(dask_worker))
+        assert list(stopped.values()) == [True]
+        before = list(client.run(samples).values())[0]
+        client.submit(busy, pure=False).result()
+        assert list(client.run(samples).values())[0] == before
+        assert not {"profile", "profile-cycle"} & set(worker.periodic_callbacks)
+
+
 def test_a_jobqueue_cluster_starts_jobs_with_its_new_spec_class_and_resubmits_forgotten_ones(tmp_path):
     """SpecCluster builds each worker from ``new_spec["cls"]`` and, at ``scale``, starts one for
     every spec entry missing from ``workers``."""

@@ -89,6 +89,8 @@ class CorePool(WorkerPlugin):
         """
         log_to_stderr(self.log_level)
         remove_orphan_logs()  # those of workers of this node killed before they could
+        if worker is not None:
+            worker.loop.add_callback(_quiet, worker)
         self.cores = tuple(sorted(os.sched_getaffinity(0)))
         self.address = getattr(worker, "address", f"pid {os.getpid()}")
         # where this worker runs, recorded with every point (read once: HTCondor's is a file)
@@ -310,6 +312,14 @@ class CorePool(WorkerPlugin):
             held.release()
             self._free |= set(held.cores)
             self._cond.notify_all()
+
+
+def _quiet(worker: Any) -> None:
+    """Stop Dask's profiler of the worker's task threads (:func:`sweep._compat.stop_task_profiler`):
+    they only wait on children, and sampling each of them 100 times a second takes a node's
+    cores from its jobs (47% of a simulated 128-slot worker's Python time: benchmarks/slots.py)."""
+    if _compat.stop_task_profiler(worker):
+        log.info("Dask's profiler of the task threads is off on %s: they wait on children", worker.address)
 
 
 def _stays_warm(child: Child, recycling: Recycling) -> bool:

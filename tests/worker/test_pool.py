@@ -62,6 +62,23 @@ def test_leases_are_disjoint_and_wait_for_free_cores(pool):
     assert order == [("narrow released", None), ("wide", two)]
 
 
+def test_a_worker_with_the_pool_does_not_profile_its_task_threads(tmp_path):
+    """They only wait on children; the profiler sampled each of them 100 times a second."""
+    from distributed import LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=1, processes=False, dashboard_address=None, resources={"threads": 1}
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        before = client.run(lambda dask_worker: set(dask_worker.periodic_callbacks))
+        client.register_plugin(CorePool(), name=CorePool.name)
+        after = client.run(lambda dask_worker: set(dask_worker.periodic_callbacks))
+    assert all("profile" in names for names in before.values())
+    assert all(not {"profile", "profile-cycle"} & names for names in after.values())
+
+
 def test_warm_children_are_reused_by_later_leases(pool):
     with pool.lease(Placement(1), ChildConfig()) as first:
         pid = first.pid
