@@ -138,6 +138,15 @@ def sleeper(i: int = 0, seconds: float = 3.0) -> dict:
     return {"slept": seconds}
 
 
+def between(i: int = 0, low: float = 30.0, high: float = 60.0) -> dict:
+    """Sleeps ``low`` to ``high`` seconds, spread evenly over ``i`` (golden-ratio steps); says
+    when it started and ended by this machine's clock (benchmarks/slots.py)."""
+    seconds = low + (high - low) * ((i * 0.6180339887498949) % 1.0)
+    t0 = time.time()
+    time.sleep(seconds)
+    return {"slept": seconds, "t0": t0, "t1": time.time()}
+
+
 def many_outputs(x: int, n: int = 100) -> dict:
     """``n`` scalar outputs (one per frequency or mode, say)."""
     return {f"out_{i:04d}": float(x * i) for i in range(n)}

@@ -25,7 +25,6 @@ in the store), against the ideal ``JOBS * SECONDS / slots``.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -40,38 +39,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks import simcluster  # noqa: E402
 from tests.helpers import fakecpus_library  # noqa: E402  (also builds it for the tests)
 
 NODES, CORES_PER = 8, 16
 JOBS, SECONDS = 1024, 3.0
-
-
-def _start(folder: Path, lib: Path) -> tuple[str, list[subprocess.Popen]]:
-    """A scheduler and NODES workers of CORES_PER fake CPUs; its address and the processes."""
-    bin_dir = Path(sys.executable).parent
-    file = folder / "scheduler.json"
-    scheduler = subprocess.Popen(
-        [str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
-         "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(file)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    while not file.exists():
-        time.sleep(0.1)
-    procs = [scheduler]
-    for i in range(NODES):
-        env = {
-            **os.environ,
-            "LD_PRELOAD": str(lib),
-            "FAKE_NCPUS": str(CORES_PER),
-            "SWEEP_LEASE_DIR": str(folder / f"leases-{i}"),
-        }
-        procs.append(subprocess.Popen(
-            [str(bin_dir / "dask"), "worker", "--scheduler-file", str(file), "--nthreads", str(CORES_PER),
-             "--resources", f"threads={CORES_PER}", "--host", "127.0.0.1", "--dashboard-address",
-             "127.0.0.1:0", "--no-nanny"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        ))  # fmt: skip
-    return json.loads(file.read_text())["address"], procs
 
 
 def _sweep(address: str, folder: Path, run: int | str) -> dict[str, float]:
@@ -107,24 +79,6 @@ def _raw(address: str) -> float:
         return time.time() - t0
 
 
-def _wait_for_workers(address: str) -> None:
-    from distributed import Client
-
-    with Client(address) as client:
-        client.wait_for_workers(NODES, timeout=120)
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    """Workers first: a worker whose scheduler went first keeps trying to reach it."""
-    for p in reversed(procs):
-        p.terminate()
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
 def _child_start_cpu_s(tries: int = 10) -> float:
     """CPU seconds one child takes to start (interpreter and the bootstrap's imports), median."""
     import resource
@@ -147,16 +101,16 @@ def bench_ramp(repeat: int) -> dict[str, Any]:
         for r in range(repeat):  # fresh workers each time: no child left warm by the last run
             run_folder = folder / f"run-{r}"
             run_folder.mkdir()
-            address, procs = _start(run_folder, lib)
+            address, procs = simcluster.start(run_folder, lib, NODES, CORES_PER)
             try:
-                _wait_for_workers(address)
+                simcluster.wait_for_workers(address, NODES)
                 swept = _sweep(address, run_folder, r)
                 raw = _raw(address)
                 warm = _sweep(address, run_folder, f"{r}-warm")  # the same workers: children warm
                 runs.append({**swept, "dask_wall_s": raw, "warm_wall_s": warm["wall_s"]})
                 print(f"ramp run {r + 1}: {runs[-1]}", file=sys.stderr)
             finally:
-                _stop(procs)
+                simcluster.stop(procs)
     med = {k: statistics.median(run[k] for run in runs) for k in runs[0]}
     return {
         "nodes": NODES,
