@@ -12,7 +12,8 @@ real: the plan, the window, the listeners, the store; so are the scheduler and t
 and says when it started and ended). On the same workers, one after the other:
 
 * **raw Dask**: ``client.map`` of the same function, one task per point, ``resources={"threads":
-  1}``, every point submitted at once, from a fresh interpreter;
+  1}``, every point submitted at once, results taken as they come (``as_completed``), from a
+  fresh interpreter;
 * **sweep**: a ``kind: address`` sweep of the same points from a fresh interpreter
   (``child.cap: false`` and ``child.prewarm: false``: no process is started).
 
@@ -78,14 +79,14 @@ def _own_use() -> dict[str, float]:
 def raw(address: str, points: int, low: float, high: float, slots: int) -> dict[str, Any]:
     """Raw Dask's way, in this interpreter."""
     import jobs  # benchmarks/jobs.py, on the workers' path through PYTHONPATH
-    from distributed import Client
+    from distributed import Client, as_completed
 
     with Client(address) as client:
         start = time.time()
         futures = client.map(
             jobs.between, range(points), low=low, high=high, resources={"threads": 1}, pure=False
         )
-        out = client.gather(futures)
+        out = [result for _, result in as_completed(futures, with_results=True)]
         wall = time.time() - start
     t0 = np.array([o["t0"] for o in out])
     t1 = np.array([o["t1"] for o in out])
