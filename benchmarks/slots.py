@@ -4,7 +4,8 @@
         --high 60] [--out slots.json]
 
 The nodes are :mod:`benchmarks.simcluster`'s (one ``dask worker`` process each, ``cores`` fake
-CPUs, a lease folder of its own, Dask's profiler off) with :mod:`benchmarks.standin` preloaded:
+CPUs, a lease folder of its own, Dask's housekeeping as the sweep's local worker has it:
+:data:`QUIET`) with :mod:`benchmarks.standin` preloaded:
 the pool leases the node's cores and keeps its children as always, but each child is an
 in-process stand-in, since 12,800 child processes don't fit this machine. The client side is
 real: the plan, the window, the listeners, the store; so are the scheduler and the worker's task. The job is
@@ -45,12 +46,22 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks import simcluster  # noqa: E402
+from sweep.cluster import localworker  # noqa: E402
 from tests.helpers import fakecpus_library  # noqa: E402
 
 SAMPLE_S = 0.5
-# both ways' workers run without Dask's profiler of their task threads, as the sweep's core pool
-# would have it anyway (sweep.worker.pool): with 128 threads a worker, it is half a worker's CPU
-QUIET = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
+
+
+def _env(config: dict[str, object]) -> dict[str, str]:
+    """Dask config keys as the environment variables Dask reads them from."""
+    return {"DASK_" + key.upper().replace(".", "__").replace("-", "_"): str(v) for key, v in config.items()}
+
+
+# Both ways' workers run as the sweep's own local worker does (sweep.cluster.localworker.QUIET):
+# Dask's profiler of the task threads off (the sweep's core pool stops it anyway: with 128
+# threads a worker it was half of the worker's CPU), its housekeeping slowed. Idle, a default
+# worker took 1.8% of a core here, so 100 of them took the 2-core machine; quiet, 0.3%.
+QUIET = _env(localworker.QUIET)
 
 
 def busy(t0: np.ndarray, t1: np.ndarray, start: float, slots: int) -> dict[str, float]:
