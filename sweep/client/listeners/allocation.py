@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -65,25 +66,31 @@ def held_since() -> float:
 
 @dataclass
 class Allocation:
-    """The running sums of one run (see the module docstring); times are seconds since the epoch."""
+    """The running sums of one run (see the module docstring); times are seconds since the epoch.
+
+    Starts are heard on the client's event thread while the run's thread ends points and sums
+    (:mod:`sweep.client.listeners.base`): every method holds the sums' lock."""
 
     workers: dict[str, list[float]] = field(default_factory=dict)  # name: [cores, since, last seen]
     running: dict[tuple[int, ...], tuple[float, int]] = field(default_factory=dict)  # (since, cores)
     used: float = 0.0
     lost: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def worker(self, name: str, cores: float, since: float, now: float) -> None:
         """Worker ``name`` of ``cores`` held since ``since`` is there at ``now``."""
-        seen = self.workers.setdefault(name, [cores, min(since, now), now])
-        seen[2] = now
+        with self.lock:
+            seen = self.workers.setdefault(name, [cores, min(since, now), now])
+            seen[2] = now
 
     def started(self, index: tuple[int, ...], cores: int, since: float) -> None:
         """Point ``index`` started on ``cores`` cores at ``since``; a start of a point already
         running is its requeue: the earlier start's span up to now is lost."""
-        before = self.running.get(index)
-        if before is not None:
-            self._span(before[1], before[0], since, lost=True)
-        self.running[index] = (since, cores)
+        with self.lock:
+            before = self.running.get(index)
+            if before is not None:
+                self._span(before[1], before[0], since, lost=True)
+            self.running[index] = (since, cores)
 
     def ended(
         self, index: tuple[int, ...], cores: int, started: float, finished: float, done: bool,
@@ -92,12 +99,13 @@ class Allocation:
         """Point ``index`` ended at ``finished`` after ``attempts``, its last started at
         ``started``: its span counts from its first start (its announced one, where there was
         one); a done point's attempts before its last are lost."""
-        since, n = self.running.pop(index, (started, cores))
-        if not done:
-            self._span(n, since, finished, lost=True)
-            return
-        self._span(n, since, started, lost=attempts > 1)
-        self._span(n, started, finished, lost=False)
+        with self.lock:
+            since, n = self.running.pop(index, (started, cores))
+            if not done:
+                self._span(n, since, finished, lost=True)
+                return
+            self._span(n, since, started, lost=attempts > 1)
+            self._span(n, started, finished, lost=False)
 
     def _span(self, cores: int, start: float, end: float, lost: bool) -> None:
         if math.isfinite(start) and math.isfinite(end) and end > start:
@@ -106,23 +114,25 @@ class Allocation:
 
     def figures(self, now: float) -> dict[str, Any]:
         """The sums as of ``now`` (points still running counted up to it, lost only at the end)."""
-        running = sum(n * max(0.0, now - since) for since, n in self.running.values())
-        held = sum(c * max(0.0, seen - since) for c, since, seen in self.workers.values())
-        used = self.used + running
+        with self.lock:
+            running = sum(n * max(0.0, now - since) for since, n in self.running.values())
+            held = sum(c * max(0.0, seen - since) for c, since, seen in self.workers.values())
+            used, lost, workers = self.used + running, self.lost, len(self.workers)
         return {
             "held_core_s": round(held, 3),
             "used_core_s": round(used, 3),
-            "lost_core_s": round(self.lost, 3),
+            "lost_core_s": round(lost, 3),
             "used_share": round(used / held, 3) if held > 0 else 0.0,
-            "workers": len(self.workers),
+            "workers": workers,
         }
 
     def close(self, now: float) -> dict[str, Any]:
         """The run's figures at its end ``now``: workers still there held until now, points
         still running lost up to now."""
-        for index in list(self.running):
-            since, n = self.running.pop(index)
-            self._span(n, since, now, lost=True)
+        with self.lock:
+            ended, self.running = self.running, {}
+            for since, n in ended.values():
+                self._span(n, since, now, lost=True)
         return self.figures(now)
 
 

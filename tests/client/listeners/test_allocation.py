@@ -2,6 +2,7 @@
 workers, used by its points, lost to attempts that did not end done."""
 
 import json
+import threading
 
 import pytest
 
@@ -44,6 +45,39 @@ def test_a_point_still_running_at_the_end_is_lost_up_to_the_end():
     assert a.figures(now=10.0)["lost_core_s"] == 0.0  # running: not lost yet
     f = a.close(now=10.0)
     assert (f["used_core_s"], f["lost_core_s"], f["used_share"]) == (12.0, 12.0, 0.6)
+
+
+def test_a_start_heard_on_the_event_thread_while_the_run_thread_sums_breaks_nothing():
+    """Found at 12,800 slots (benchmarks/slots.py): a start noted on the client's event thread
+    while the run's thread summed the running points stopped the sweep with "dictionary changed
+    size during iteration". Here the start is heard just as the sum is half way."""
+    summing, heard = threading.Event(), threading.Event()
+
+    class HalfWay(dict):
+        def values(self):
+            them = iter(super().values())
+            yield next(them)
+            summing.set()
+            heard.wait(0.5)  # the start is heard now, or waits for the sum to end
+            yield from them
+
+    sums = Allocation()
+    sums.running = HalfWay({(0,): (0.0, 1), (1,): (0.0, 1)})
+
+    def hear() -> None:
+        summing.wait()
+        sums.started((2,), 1, 0.0)
+        heard.set()
+
+    thread = threading.Thread(target=hear)
+    thread.start()
+    try:
+        during = sums.figures(1.0)
+    finally:
+        summing.set()
+        thread.join()
+    assert during["used_core_s"] == 2
+    assert sums.figures(1.0)["used_core_s"] == 3
 
 
 def test_runs_add_up_and_a_line_says_them():
