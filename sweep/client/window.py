@@ -4,7 +4,8 @@ A sweep never has all its points submitted at once: :class:`Window` keeps at mos
 ``IN_FLIGHT_PER_SLOT`` tasks per job slot of the cluster (at least ``MIN_IN_FLIGHT``) submitted
 and unfinished, and submits more as they finish, so the client's memory and the scheduler's
 queue stay bounded whatever the number of points (100,000 points no longer flood the
-scheduler and starve the client's connection).
+scheduler and starve the client's connection). The tasks of one fill go out in one
+``Client.map``: one graph update of the scheduler for all of them.
 
 Each task runs a *chunk* of points one after the other (:func:`sweep.worker.points.run_points`). The
 first tasks hold one point each; from then on the chunk is sized from the median job time of
