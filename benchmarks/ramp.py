@@ -13,7 +13,7 @@ fresh workers each repeat (a pool keeps its children warm between sweeps):
   child imports JAX; 128 of them on 2 real cores would measure this machine's CPUs, not the
   ramp), so every slot's first job waits for its child to start;
 * **raw Dask**: ``client.map`` of the same function on the same workers, one per ``threads``
-  slot (``resources={"threads": 1}``), no child process;
+  slot (``resources.ask(1)``), no child process;
 * **sweep, warm**: the same sweep again on the same workers, whose pools kept their children:
   no child starts. Cold less warm is what the children's starts cost; warm less raw Dask is
   everything else (dispatch, the pool's leases, records, the store).
@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks import simcluster  # noqa: E402
+from sweep.capacity import resources  # noqa: E402
 from tests.helpers import fakecpus_library  # noqa: E402  (also builds it for the tests)
 
 NODES, CORES_PER = 8, 16
@@ -74,7 +75,8 @@ def _raw(address: str) -> float:
 
     with Client(address) as client:
         t0 = time.time()
-        futures = client.map(jobs.sleeper, range(JOBS), seconds=SECONDS, resources={"threads": 1}, pure=False)
+        one_core = resources.ask(1)
+        futures = client.map(jobs.sleeper, range(JOBS), seconds=SECONDS, resources=one_core, pure=False)
         client.gather(futures)
         return time.time() - t0
 

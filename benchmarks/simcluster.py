@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from sweep.capacity import resources
+
 
 def start(
     folder: Path,
@@ -23,14 +25,14 @@ def start(
     env: dict[str, str] | None = None,
 ) -> tuple[str, list[subprocess.Popen]]:
     """The scheduler and ``nodes`` workers; the scheduler's address and the processes
-    (the scheduler first). ``preload``: a ``--preload`` for every worker; ``env``: more of the
-    workers' environment."""
+    (the scheduler first). ``preload``: a ``--preload`` for every worker; ``env``: more of every
+    process's environment (the scheduler unpickles the tasks too)."""
     bin_dir = Path(sys.executable).parent
     file = folder / "scheduler.json"
     scheduler = subprocess.Popen(
         [str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
          "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(file)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     while not file.exists():
         time.sleep(0.1)
@@ -46,7 +48,7 @@ def start(
         }
         procs.append(subprocess.Popen(
             [str(bin_dir / "dask"), "worker", "--scheduler-file", str(file), "--nthreads", str(cores),
-             "--resources", f"threads={cores}", "--host", "127.0.0.1", "--dashboard-address",
+             "--resources", f"{resources.CORES}={cores}", "--host", "127.0.0.1", "--dashboard-address",
              "127.0.0.1:0", "--no-nanny", *extra],
             env=node_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         ))  # fmt: skip

@@ -12,9 +12,9 @@ real: the plan, the window, the listeners, the store; so are the scheduler and t
 :func:`benchmarks.jobs.between` (it sleeps ``low`` to ``high`` s, spread evenly over the points,
 and says when it started and ended). On the same workers, one after the other:
 
-* **raw Dask**: ``client.map`` of the same function, one task per point, ``resources={"threads":
-  1}``, every point submitted at once, results taken as they come (``as_completed``), from a
-  fresh interpreter;
+* **raw Dask**: ``client.map`` of the same function, one task per point asking one core
+  (``resources.ask(1)``), every point submitted at once, results taken as they come
+  (``as_completed``), from a fresh interpreter;
 * **sweep**: a ``kind: address`` sweep of the same points from a fresh interpreter
   (``child.cap: false`` and ``child.prewarm: false``: no process is started).
 
@@ -46,10 +46,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks import simcluster  # noqa: E402
+from sweep.capacity import resources  # noqa: E402
 from sweep.cluster import localworker  # noqa: E402
 from tests.helpers import fakecpus_library  # noqa: E402
 
 SAMPLE_S = 0.5
+PATH = {"PYTHONPATH": f"{HERE}:{ROOT}"}  # raw Dask's workers and client import benchmarks/jobs.py
 
 
 def _env(config: dict[str, object]) -> dict[str, str]:
@@ -95,7 +97,7 @@ def raw(address: str, points: int, low: float, high: float, slots: int) -> dict[
     with Client(address) as client:
         start = time.time()
         futures = client.map(
-            jobs.between, range(points), low=low, high=high, resources={"threads": 1}, pure=False
+            jobs.between, range(points), low=low, high=high, resources=resources.ask(1), pure=False
         )
         out = [result for _, result in as_completed(futures, with_results=True)]
         wall = time.time() - start
@@ -138,10 +140,7 @@ def _fresh(way: str, address: str, args: argparse.Namespace, folder: Path) -> di
         str(args.points), "--low", str(args.low), "--high", str(args.high), "--nodes", str(args.nodes),
         "--cores", str(args.cores), "--folder", str(folder),
     ]  # fmt: skip
-    env_path = f"{HERE}:{ROOT}"
-    out = subprocess.run(
-        cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": env_path}, check=False
-    )
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **PATH}, check=False)
     if out.returncode:
         raise RuntimeError(f"{way} failed ({out.returncode}):\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -164,10 +163,9 @@ def bench_slots(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="sweep-slots-") as tmp:
         folder = Path(tmp)
         lib = fakecpus_library(folder)
-        os.environ["PYTHONPATH"] = f"{HERE}:{ROOT}"  # the workers import benchmarks/jobs.py
         t = time.time()
-        standin = str(HERE / "standin.py")
-        address, procs = simcluster.start(folder, lib, args.nodes, args.cores, preload=standin, env=QUIET)
+        standin, env = str(HERE / "standin.py"), QUIET | PATH
+        address, procs = simcluster.start(folder, lib, args.nodes, args.cores, preload=standin, env=env)
         try:
             simcluster.wait_for_workers(address, args.nodes, timeout=600)
             started_s = time.time() - t

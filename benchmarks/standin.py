@@ -14,7 +14,7 @@ A job run this way is not capped, limited or watched: the stand-in is for jobs t
 and little CPU (:func:`benchmarks.jobs.between`), at a scale no machine here runs children.
 
 The preload also makes the worker's idle task threads look for work every ``IDLE_POLL_S``
-instead of every second (:func:`_worker`, otherwise Dask's own). On a real node of 128 cores
+instead of every second (:class:`_PatientQueue`). On a real node of 128 cores
 128 idle threads waking once a second cost nothing; 12,800 of them on this machine's 2 cores
 woke 12,800 times a second, spent most of the machine in the kernel (load average 1,800, 62%
 system time) and so measured the simulation, not the client. A thread given work wakes at
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import queue
-import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -148,51 +147,17 @@ class StandInChild:
         return records
 
 
-def _worker(executor: Any, work_queue: queue.Queue) -> None:
-    """``distributed.threadpoolexecutor._worker`` (distributed 2026.8) with its idle poll of
-    ``IDLE_POLL_S``, not 1 s; see the module docstring."""
-    from distributed import _concurrent_futures_thread as thread
-    from distributed.threadpoolexecutor import thread_state
+class _PatientQueue(queue.Queue):
+    """A work queue whose waits for work last ``IDLE_POLL_S`` where Dask's threads ask for 1 s."""
 
-    thread_state.proceed = True
-    thread_state.executor = executor
-    try:
-        while thread_state.proceed:
-            with executor._rejoin_lock:
-                if executor._rejoin_list:
-                    rejoin_thread, rejoin_event = executor._rejoin_list.pop()
-                    executor._threads.add(rejoin_thread)
-                    executor._threads.remove(threading.current_thread())
-                    rejoin_event.set()
-                    break
-            try:
-                task = work_queue.get(timeout=IDLE_POLL_S)
-            except queue.Empty:
-                continue
-            if task is not None:
-                task.run()
-                del task
-            elif thread._shutdown or executor is None or executor._shutdown:
-                work_queue.put(None)
-                return
-        del executor
-    finally:
-        del thread_state.proceed
-        del thread_state.executor
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        return super().get(block, None if timeout is None else max(timeout, IDLE_POLL_S))
 
 
 def dask_setup(worker: Any) -> None:
-    """The preload's hook: the worker's core pool starts stand-ins from now on."""
+    """The preload's hook: the worker's core pool starts stand-ins from now on, and its task
+    threads wait for work ``IDLE_POLL_S`` at a time (the queue they wait on is made patient)."""
     from sweep.worker import pool, renewal
 
     pool.Child = renewal.Child = StandInChild  # type: ignore[misc,assignment]
-
-
-def _poll_less() -> None:
-    """Before the worker makes its thread pool (the preload is imported first)."""
-    from distributed import threadpoolexecutor
-
-    threadpoolexecutor._worker = _worker
-
-
-_poll_less()
+    worker.executors["default"]._work_queue.__class__ = _PatientQueue
