@@ -40,6 +40,27 @@ def client():
 
 
 @pytest.fixture
+def licenses(monkeypatch):
+    """A plain amount in the table for the test's length (sweep/capacity/resources.py): a
+    count, ``licenses``, of which the local worker offers 1 unless ``cluster.licenses`` says."""
+    from sweep.capacity.resources import AMOUNTS, Amount
+
+    amount = Amount("licenses", "solver licenses", local=lambda: 1.0)
+    monkeypatch.setitem(AMOUNTS, amount.name, amount)
+    return amount
+
+
+@pytest.fixture
+def scratch(monkeypatch):
+    """A plain amount of bytes, ``scratch``, with no local default (see :func:`licenses`)."""
+    from sweep.capacity.resources import AMOUNTS, Amount
+
+    amount = Amount("scratch", "scratch space", size=True)
+    monkeypatch.setitem(AMOUNTS, amount.name, amount)
+    return amount
+
+
+@pytest.fixture
 def out(tmp_path):
     return tmp_path / "out.zarr"
 

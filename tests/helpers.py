@@ -253,3 +253,17 @@ def submit_side_by_side(tmp_path: Path, recipes: dict[str, dict[str, Any]]) -> l
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     return [open_results(o) for o in outputs]
+
+
+def intervals(ds: Any) -> list[tuple[float, float]]:
+    """Each point's (start, end) in seconds, in the order they started."""
+    import numpy as np
+
+    started = ds["started"].values.astype("datetime64[ns]").astype(np.int64) / 1e9
+    finished = ds["finished"].values.astype("datetime64[ns]").astype(np.int64) / 1e9
+    return sorted(zip(started.tolist(), finished.tolist()))
+
+
+def overlapping(spans: list[tuple[float, float]]) -> bool:
+    """Whether any two of ``spans`` (sorted by start) ran at once."""
+    return any(b[0] < a[1] for a, b in zip(spans, spans[1:]))

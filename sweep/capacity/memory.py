@@ -41,15 +41,5 @@ def learned_ask(largest_peak: int, most: int | None = None) -> int | None:
     return ask if most is None else min(ask, most)
 
 
-def at_once(cores: int, threads: int, offer: int | None, ask: int | None) -> tuple[int, str]:
-    """How many points of ``threads`` cores asking ``ask`` bytes a worker of ``cores`` cores and
-    ``offer`` bytes runs at once, and what limits it ("cores" or "memory")."""
-    by_cores = cores // threads
-    if not ask or offer is None:
-        return by_cores, "cores"
-    by_memory = offer // ask
-    return (by_memory, "memory") if by_memory < by_cores else (by_cores, "cores")
-
-
 def shown(n: int | None) -> str:
     return "unknown" if n is None else format_bytes(n)

@@ -227,7 +227,7 @@ def _submit_args(q: argparse.ArgumentParser) -> None:
 @command("submit", "run a recipe's sweep (resumes an existing output)", _submit_args)
 def _submit(args: argparse.Namespace) -> int:
     from sweep.client import plan
-    from sweep.cluster import clusters
+    from sweep.cluster import clusters, plantext
     from sweep.model import backends
 
     s = _load(args)
@@ -235,7 +235,7 @@ def _submit(args: argparse.Namespace) -> int:
     if args.dry_run:
         where = plan.placement(s.recipe)  # made once for this command, handed whole
         plan.preflight(s.loaded, where=where)
-        print(f"plan: {clusters.plan_text(settings, where, len(s))}")
+        print(f"plan: {plantext.plan_text(settings, where, len(s))}")
         print(f"output: {s.output}")
         if settings.cluster_kind.is_batch:
             existed = s.output.exists()

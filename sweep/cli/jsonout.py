@@ -226,6 +226,7 @@ def validated(s: Any, plan_line: str, points: list[Any]) -> dict[str, Any]:
             "gpus": res.gpus,
             "tpus": res.tpus,
             "memory": res.memory,
+            "amounts": res.amounts,
             "timeout": res.timeout,
             "stall": res.stall,
             "retries": res.retries,

@@ -17,8 +17,9 @@ def _validate_args(q: argparse.ArgumentParser) -> None:
 
 @command("validate", "check a recipe and list the points it would run", _validate_args, prints=True)
 def _validate(args: argparse.Namespace) -> int:
+    from sweep.capacity.resources import shown
     from sweep.client import plan
-    from sweep.cluster import clusters
+    from sweep.cluster import plantext
     from sweep.store import ownership
 
     s = _load(args)
@@ -26,7 +27,7 @@ def _validate(args: argparse.Namespace) -> int:
     space = s.loaded.space
     where = plan.placement(r)  # made once for this command, handed whole
     plan.preflight(s.loaded, where=where)  # every check before "OK": an error after it would contradict it
-    plan_line = clusters.plan_text(r.cluster, where, len(space))
+    plan_line = plantext.plan_text(r.cluster, where, len(space))
     ownership.check(s.output)
     if args.json:
         from sweep.cli import jsonout
@@ -53,6 +54,7 @@ def _validate(args: argparse.Namespace) -> int:
         + (f" gpus={r.resources.gpus:g}" if r.resources.gpus else "")
         + (f" tpus={r.resources.tpus}" if r.resources.tpus else "")
         + (f" memory={r.resources.memory / 2**20:.0f}MiB" if r.resources.memory else "")
+        + "".join(f" {name}={shown(name, value)}" for name, value in r.resources.amounts.items())
         + "".join(
             f" {key}={value:g}" for key in ("timeout", "stall") if (value := getattr(r.resources, key))
         )  # unset ones are not shown

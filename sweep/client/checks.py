@@ -31,7 +31,7 @@ def before_run(loaded: LoadedRecipe, client: Client | None, force: bool, where: 
     recipe = loaded.recipe
     plan.preflight(loaded, given_client=client is not None, where=where)
     if client is not None:
-        check_fits(client, recipe.resources.cores, recipe.resources.memory)
+        check_fits(client, where)
     thread_headroom(loaded, client, where)
     environment(loaded)
     config = plan.child_config(recipe, jax=may_use_jax(loaded.job), where=where)

@@ -121,8 +121,8 @@ def budget(recipe: Recipe, k: int | None = None) -> int:
 
 def placement(recipe: Recipe, k: int | None = None) -> Placement:
     """Where each point of ``recipe`` sits (``k``: its cores per rank, default
-    ``resources.threads``): the one place its cores, budget, memory ask, GPUs and ranks are
-    worked out (:class:`~sweep.wire.placement.Placement`). A point that asks for a TPU chip
+    ``resources.threads``): the one place its cores, budget, memory ask, GPUs, ranks and
+    amounts are worked out (:class:`~sweep.wire.placement.Placement`). A point that asks for a TPU chip
     also leases the cores its host runtime keeps busy
     (:data:`~sweep.capacity.accelerators.TPU_HOST_CORES`), as many of them as a node has
     beside the point's own."""
@@ -132,7 +132,8 @@ def placement(recipe: Recipe, k: int | None = None) -> Placement:
     node = node_cores(recipe.cluster)
     host = host_cores(r.gpus, r.tpus)
     host = host if node is None else max(0, min(host, node // r.ranks - k))
-    return Placement((k + host) * r.ranks, budget(recipe, k), r.memory, r.gpus, r.ranks, r.tpus)
+    amounts = tuple(sorted(r.amounts.items()))
+    return Placement((k + host) * r.ranks, budget(recipe, k), r.memory, r.gpus, r.ranks, r.tpus, amounts)
 
 
 def recycling(recipe: Recipe) -> Recycling:

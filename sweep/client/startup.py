@@ -56,7 +56,7 @@ def cluster(
     joins, and :func:`set_up_pool` finds it there (``started_with_pool``)."""
     settings = backends.run_defaults(loaded.recipe.cluster, loaded.name, loaded.output)
     plugins = (core_pool(loaded, config, where),) if started_with_pool(loaded) else ()
-    with connect(settings, loaded.recipe.resources.cores, on_fatal=on_fatal, plugins=plugins) as client:
+    with connect(settings, where, on_fatal=on_fatal, plugins=plugins) as client:
         yield client
 
 

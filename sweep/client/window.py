@@ -140,16 +140,8 @@ class Window:
             self.offers = offers = [w.get("resources", {}) for w in workers]
             self._offered = [int(o[resources.MEMORY]) for o in offers if resources.MEMORY in o]
             self._cores = [resources.cores(o) for o in offers]
-            ask = self._ask()
-            count = sum(
-                min(
-                    memory.at_once(resources.cores(o), threads, o.get(resources.MEMORY), ask)[0],
-                    int(o.get(self.accelerator[0], 0) // self.accelerator[1])
-                    if self.accelerator
-                    else 1 << 30,
-                )
-                for o in offers
-            )
+            ask = self._resources(threads)
+            count = sum(resources.at_once(o, ask) for o in offers)
             self._slots = (count, time.monotonic())
         return count
 
@@ -158,12 +150,12 @@ class Window:
         return self.memory if self._offers_memory or self._offered else None
 
     def asked(self) -> dict[str, float]:
-        """The resources a task of this window asks now (the threads, memory and accelerator
-        of its points)."""
+        """The resources a task of this window asks now (the threads, memory, accelerator and
+        amounts of its points)."""
         return self._resources(self.threads)
 
     def _resources(self, threads: int) -> dict[str, float]:
-        return resources.ask(threads, self._ask(), self.accelerator)
+        return resources.ask(threads, self._ask(), self.accelerator, self.placement.amounts)
 
     def _take(self) -> PointTask | None:
         if self._held is not None:

@@ -23,7 +23,7 @@ import socket
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,9 +35,8 @@ from distributed import Client, Scheduler, SpecCluster
 from sweep import _compat, cadence
 from sweep.capacity import resources
 from sweep.capacity.accelerators import asked
-from sweep.capacity.memory import at_once as memory_at_once
 from sweep.capacity.memory import shown, size
-from sweep.cluster import accelerators
+from sweep.cluster import accelerators, amounts
 from sweep.cluster.arrivals import Arrivals
 from sweep.cluster.fits import unfit
 from sweep.cluster.localworker import QUIET, LocalWorker, short_logs
@@ -85,13 +84,15 @@ def local_cluster(
     gpus: int | None = None,
     tpus: int | None = None,
     plugins: Sequence[Any] = (),
+    offers: Mapping[str, float] | None = None,
 ) -> SpecCluster:
     """The cluster of ``kind: local``: the scheduler in this process and one worker process
     with ``threads`` cores (default: all of this process's affinity), ``nthreads`` and
     ``resources={"threads": N, "memory": M}`` to match (M: ``memory``, default the memory
     available less a margin, :func:`sweep.worker.memory.local_offer`), ``"gpus": G`` and ``"tpus": T``
-    (``gpus``, ``tpus``, default the devices this node has; none: no such resource), every server
-    and the dashboard on 127.0.0.1. The
+    (``gpus``, ``tpus``, default the devices this node has; none: no such resource), the plain
+    amounts ``offers`` says (default: each one's local default, :mod:`sweep.cluster.amounts`),
+    every server and the dashboard on 127.0.0.1. The
     worker is its own ``python -m sweep.cluster.localworker`` (:mod:`sweep.cluster.localworker`), so a script
     without ``if __name__ == "__main__":`` is never imported again. Use it from a notebook to
     keep children warm across sweeps: ``client = Client(sweep.local_cluster())``, then
@@ -121,14 +122,14 @@ def local_cluster(
     if sec is not None:
         options["protocol"] = "tls"
     scheduler = {"cls": Scheduler, "options": options}
-    devices = accelerators.local_offers({GPUS: gpus, TPUS: tpus})
+    offered = {**accelerators.local_offers({GPUS: gpus, TPUS: tpus}), **amounts.local_offers(offers or {})}
     worker = {
         "cls": LocalWorker,
         "options": {
             "nthreads": n,
             "security": sec,
             "memory": local_offer(memory),
-            "devices": devices,
+            "offers": offered,
             "plugins": tuple(plugins),
         },  # fmt: skip
     }
@@ -173,7 +174,7 @@ def _sigint_deferred() -> Iterator[None]:
 
 def preflight(settings: ClusterSettings, placement: Placement) -> None:
     """Checks that need no cluster: a worker must be able to hold a point at ``placement``: its
-    cores (``ranks`` MPI ranks of ``cores // ranks`` each), memory ask and accelerators."""
+    cores (``ranks`` MPI ranks of ``cores // ranks`` each), memory ask, accelerators and amounts."""
     threads, memory, ranks = placement.cores, placement.memory, placement.ranks
     wanted = asked(placement)
     if wanted is not None:
@@ -203,6 +204,7 @@ def preflight(settings: ClusterSettings, placement: Placement) -> None:
             f"({'cluster.memory' if settings.memory else 'the memory available, less a margin'}); "
             "lower resources.memory or give the workers more (cluster.memory)"
         )
+    amounts.preflight(settings, placement, where)
 
 
 def worker_memory(settings: ClusterSettings) -> int | None:
@@ -231,7 +233,7 @@ def batch_cluster(settings: ClusterSettings, dry_run: bool = False) -> Any:
         tls_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         opts["shared_temp_directory"] = str(tls_dir)
     offer = f"{resources.CORES}={settings.cores},{resources.MEMORY}={size(settings.memory or 0)}"
-    offer += accelerators.batch_offer(settings, opts)
+    offer += accelerators.batch_offer(settings, opts) + amounts.batch_offer(settings)
     worker_args = [
         *opts.pop("worker_extra_args", []),
         "--resources",
@@ -306,57 +308,6 @@ def _resubmit_lost_jobs(
             cluster.scale(len(cluster.worker_spec))
 
 
-def plan_text(settings: ClusterSettings, placement: Placement, points: int) -> str:
-    """What a sweep on these settings will ask for, in words (``submit --dry-run``,
-    ``validate``): per worker, how many points at ``placement`` (cores, memory ask, GPUs or
-    TPUs) run at once, and whether cores, memory or the accelerators limit it."""
-    threads, memory, wanted = placement.cores, placement.memory, asked(placement)
-    asks = (
-        _count(threads, "core")
-        + (f" (with its {wanted[0].noun}'s host runtime's)" if wanted and wanted[0].host_cores else "")
-        + (f" and {shown(memory)}" if memory else "")
-        + (f" and {wanted[0].resource}={wanted[1]:g}" if wanted else "")
-    )
-
-    def at_once(cores: int, offer: int | None) -> tuple[int, str]:
-        at, by = memory_at_once(cores, threads, offer, memory)
-        if wanted is not None:
-            kind, amount = wanted
-            by_devices = kind.points_at_once(accelerators.offered(settings, kind) or 0, amount)
-            if by_devices < at:
-                return by_devices, f"{kind.noun}s"
-        return at, by
-
-    if settings.cluster_kind.is_address:
-        return f"scheduler {settings.address}; {_count(points, 'point')} of {asks}"
-    offer = worker_memory(settings)
-    if settings.cluster_kind.is_local:
-        n = settings.threads or local_cores()
-        at, by = at_once(n, offer)
-        return (
-            f"local cluster: 1 worker, {_count(n, 'core')} and {shown(offer)} (resources "
-            f"threads={n}, memory={shown(offer)}); {_count(at, 'point')} of {asks} at a time, limited "
-            f"by {by}; {_count(points, 'point')}"
-        )
-    jobs = (
-        f"adaptive, {settings.adapt.minimum_jobs}..{settings.adapt.maximum_jobs} batch jobs"
-        if settings.adapt
-        else _count(settings.jobs, "batch job")
-    )
-    at, by = at_once(settings.cores or 0, offer)
-    return (
-        f"{settings.kind}: {jobs}, each 1 worker with {_count(settings.cores or 0, 'core')} and "
-        f"{settings.memory} (resources threads={settings.cores}, memory={shown(offer)}); "
-        f"{_count(at, 'point')} of {asks} per worker at a time, limited by {by}; {_count(points, 'point')}; "
-        f"TLS {'on' if settings.security else 'OFF'}"
-    )
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 core``, ``2 cores``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 ALL_INTERFACES = ("", "0.0.0.0", "::", "[::]", "*")
 
 
@@ -379,17 +330,17 @@ def dashboard_hint(client: Client, settings: ClusterSettings) -> str:
 @contextmanager
 def connect(
     settings: ClusterSettings,
-    threads: int,
+    where: Placement,
     on_fatal: Callable[[str], None] | None = None,
     plugins: Sequence[Any] = (),
 ) -> Iterator[Client]:
-    """A client on the cluster ``settings`` describe, checked to fit jobs of ``threads`` cores;
+    """A client on the cluster ``settings`` describe, checked to fit points placed at ``where``;
     a local cluster's worker starts with ``plugins`` (:func:`local_cluster`).
 
     For batch kinds, ``on_fatal`` is called (from another thread) with the batch system's
     message when submitting its jobs fails for good (:mod:`sweep.cluster.submissions`); the caller
     stops the sweep then (and raises :class:`SubmissionError`)."""
-    preflight(settings, Placement(threads))
+    preflight(settings, where)
     if settings.cluster_kind.is_local:
         with (
             local_cluster(
@@ -400,6 +351,7 @@ def connect(
                 settings.gpus,
                 settings.tpus,
                 plugins,
+                settings.amounts,
             ) as cluster,
             Client(cluster, security=cluster.security) as client,
         ):
@@ -423,16 +375,19 @@ def connect(
                 keeper.join()
     else:
         with Client(settings.address, timeout="30s") as client:
-            check_fits(client, threads)
+            check_fits(client, where)
             yield client
 
 
-def check_fits(client: Client, threads: int, memory: int | None = None) -> None:
-    """Raise ClusterError when no current worker could run a job of ``threads`` cores, or of
-    ``memory`` bytes once a worker offers memory (:func:`sweep.cluster.fits.unfit`)."""
+def check_fits(client: Client, where: Placement, memory: int | None = None) -> None:
+    """Raise ClusterError when no current worker could run a point placed at ``where``: its
+    cores, accelerator and amounts, and ``memory`` bytes (default: the placement's) once a
+    worker offers memory (:func:`sweep.cluster.fits.unfit`)."""
     info = client.scheduler_info(n_workers=-1)
     offers = [w["resources"] for w in info["workers"].values()]
-    ask = resources.ask(threads, memory if any(resources.MEMORY in o for o in offers) else None)
+    memory = where.memory if memory is None else memory
+    offered = any(resources.MEMORY in o for o in offers)
+    ask = resources.ask(where.cores, memory if offered else None, where.accelerator, where.amounts)
     why = unfit(info["address"], offers, ask)
     if why is not None:
         raise ClusterError(why)

@@ -1,6 +1,7 @@
 """Whether a cluster's workers can run a sweep's tasks.
 
-Dask runs a task that asks for resources (``threads=k``, ``memory``, ``gpus``, ``tpus``) only
+Dask runs a task that asks for resources (``threads=k``, ``memory``, ``gpus``, ``tpus``, the
+amounts of :data:`~sweep.capacity.resources.AMOUNTS`) only
 on a worker that offers at least as much of each; while no worker does, the task stays queued
 and nothing says why. :func:`unfit` names the resource no worker offers enough of and what to
 change. It is asked before a run starts (:func:`sweep.cluster.clusters.check_fits`, the
@@ -11,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sweep.capacity.memory import shown
-from sweep.capacity.resources import CORES, MEMORY
+from sweep.capacity.resources import AMOUNTS, CORES, MEMORY, shown
 
 
 def fits(offer: Mapping[str, float], asked: Mapping[str, float]) -> bool:
@@ -30,22 +30,19 @@ def unfit(address: str, offers: Sequence[Mapping[str, float]], asked: Mapping[st
         largest = max(o.get(name, 0) for o in offers)
         if largest < amount:
             return _short(address, name, amount, largest)
-    wanted = ", ".join(f"{name}={_amount(name, amount)}" for name, amount in asked.items())
+    wanted = ", ".join(f"{name}={shown(name, amount)}" for name, amount in asked.items())
     return (
         f"no worker of {address} offers all of {wanted} at once (each falls short of one); "
         "ask less or start workers that offer it all"
     )
 
 
-def _amount(name: str, amount: float) -> str:
-    return shown(int(amount)) if name == MEMORY else f"{amount:g}"
-
-
 def _short(address: str, name: str, amount: float, largest: float) -> str:
-    if name == MEMORY:
+    if name == MEMORY or name in AMOUNTS:
         return (
-            f"resources.memory={shown(int(amount))} but the largest worker of {address} offers "
-            f"{shown(int(largest))}; lower resources.memory or start workers with more memory"
+            f"resources.{name}={shown(name, amount)} but the largest worker of {address} offers "
+            f"{shown(name, largest)}; lower resources.{name} or start workers with more "
+            f"(cluster.{name}, or dask worker --resources {name}=N)"
         )
     lower = "lower resources.threads or " if name == CORES else ""
     return (

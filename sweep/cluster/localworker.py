@@ -8,8 +8,8 @@ the worker process is a fresh interpreter whose main module is this one, so the 
 module is never imported again (what a job needs is sent to it: import paths or
 cloudpickle). :class:`LocalWorker` is the ``SpecCluster`` handle that starts and stops it.
 
-The process runs the Worker itself (``nthreads = N``, ``resources={"threads": N, "memory": M}``
-and ``gpus`` or ``tpus`` when the node has them, on
+The process runs the Worker itself (``nthreads = N``, ``resources={"threads": N, "memory": M}``,
+``gpus`` or ``tpus`` when the node has them and the amounts it offers, on
 127.0.0.1), not a Nanny that would spawn it: one interpreter start instead of two before the
 cluster is up (the jobs run in the pool's children anyway, never in the worker). What the
 Nanny gave, :class:`LocalWorker` does: a worker process killed or crashed (any exit but 0,
@@ -87,13 +87,13 @@ class LocalWorker(ProcessInterface):
         silence_logs: int = logging.ERROR,
         security: Any = None,
         memory: int | None = None,
-        devices: dict[str, int] | None = None,
+        offers: dict[str, float] | None = None,
         plugins: Sequence[Any] = (),
     ):
         self.scheduler = scheduler
         self.options = {
             "nthreads": nthreads, "name": name, "silence_logs": silence_logs, "memory": memory,
-            "devices": dict(devices or {}),
+            "offers": dict(offers or {}),
         }  # fmt: skip
         self.security = security  # a temporary Security: its worker credentials go down a pipe
         self.plugins = tuple(plugins)  # pickled down the same pipe
@@ -227,7 +227,7 @@ async def _serve(
     resources: dict[str, float] = {CORES: n}
     if options.get("memory") is not None:
         resources["memory"] = float(options["memory"])
-    resources.update({name: float(n) for name, n in options.get("devices", {}).items() if n})
+    resources.update({name: float(n) for name, n in options.get("offers", {}).items() if n})
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with Worker(

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from sweep.errors import RecipeError
-from sweep.model import checks
+from sweep.model import amounts, checks
 from sweep.model.job import callable_ref, check_signature, job_parameters, parse_job
 from sweep.model.searchspec import SearchSpec
 from sweep.model.settings import (  # noqa: F401  (named here too: the recipe's parts)
@@ -62,6 +62,12 @@ class Resources(_Model):
     checkpoint_bytes: int = Field(64 << 20, gt=0)
     retry_memory: float | None = None
     expected: float | None = Field(None, gt=0)
+    amounts: dict[str, float] = {}  # resources.<name> of each amount asked (sweep.model.amounts)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _amounts(cls, data: Any) -> Any:
+        return amounts.gather(data)
 
     @model_validator(mode="before")
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sweep.capacity.clusterkind import KINDS, ClusterKind
+from sweep.model import amounts
 from sweep.model.values import _size
 
 # every number in a recipe has a range: past these a value is a typo, not a plan
@@ -102,6 +103,12 @@ class ClusterSettings(_Model):
     jobs: int = Field(1, ge=1, le=MAX_JOBS)
     adapt: Adapt | None = None
     security: bool = True
+    amounts: dict[str, float] = {}  # cluster.<name>: what a worker offers of each amount
+
+    @model_validator(mode="before")
+    @classmethod
+    def _amounts(cls, data: Any) -> Any:
+        return amounts.gather(data)
 
     @field_validator("kind")
     @classmethod
@@ -125,6 +132,12 @@ class ClusterSettings(_Model):
         extra = sorted(self.model_extra or {})
         if self.cluster_kind.is_address and not self.address:
             raise ValueError("kind 'address' needs cluster.address, e.g. tcp://127.0.0.1:8786")
+        if self.cluster_kind.is_address and self.amounts:
+            name = next(iter(self.amounts))
+            raise ValueError(
+                f"cluster.{name} does not apply to kind 'address': its workers offer what they are "
+                f"started with (dask worker --resources {name}=N); drop cluster.{name}"
+            )
         if not self.cluster_kind.is_batch:
             if extra:
                 raise ValueError(f"unknown key(s) {extra} for kind {self.kind!r}")
@@ -149,5 +162,9 @@ class ClusterSettings(_Model):
 
     @property
     def jobqueue_options(self) -> dict[str, Any]:
-        """The dask-jobqueue options given in the recipe, as keyword arguments."""
-        return dict(self.model_extra or {})
+        """The dask-jobqueue options given in the recipe, as keyword arguments (an amount
+        the batch system's cluster class takes too, such as HTCondor's ``disk``, included)."""
+        from sweep.model import backends
+
+        taken = backends.options(self.kind) if self.cluster_kind.is_batch else set()
+        return {**{k: v for k, v in self.amounts.items() if k in taken}, **(self.model_extra or {})}

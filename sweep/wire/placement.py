@@ -39,7 +39,9 @@ class Placement:
     recipe); ``ranks``: MPI ranks, each on ``cores // ranks`` of them; ``thread_budget``: OS
     threads the point's processes may hold; ``memory``: bytes the point asks of its worker
     (``resources.memory``; None: none asked, or learned by the client); ``gpus``: whole devices,
-    or a share of one; ``tpus``: whole TPU chips (a point asks for one kind of accelerator).
+    or a share of one; ``tpus``: whole TPU chips (a point asks for one kind of accelerator);
+    ``amounts``: (name, how much) of each plain amount it asks (``resources.<name>`` of
+    :data:`sweep.capacity.resources.AMOUNTS`), which Dask packs by and nothing else reads.
     """
 
     cores: int = 1
@@ -48,6 +50,7 @@ class Placement:
     gpus: float = 0.0
     ranks: int = 1
     tpus: int = 0
+    amounts: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.cores < 1 or self.ranks < 1 or self.cores % self.ranks:

@@ -21,6 +21,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from sweep.capacity.resources import AMOUNTS  # noqa: E402
 from sweep.cli.app import main  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -84,6 +85,7 @@ OPTIONAL = [
     ("cluster", "memory"),
     ("output",),
     ("objective",),
+    *((section, name) for name in AMOUNTS for section in ("resources", "cluster")),
 ]
 BIG = "BIG-INTEGER"  # written as 5000 digits, past Python's default int() limit of 4300
 WORDS = [

@@ -171,7 +171,7 @@ def test_the_plan_names_gpus_as_the_limit_and_more_gpus_than_the_machine_is_refu
     validate, then Dask's "Compute Failed" blocks flooded the terminal."""
     monkeypatch.setenv(gpus.FAKE, "1")
     base = {"job": "gpu_env", "params": {"grid": {"x": [0, 1, 2]}}, "output": tmp_path / "v.zarr"}
-    from sweep.cluster.clusters import plan_text
+    from sweep.cluster.plantext import plan_text
     from sweep.model.recipe import ClusterSettings
 
     line = plan_text(ClusterSettings(threads=8), Placement(1, gpus=0.5), 3)

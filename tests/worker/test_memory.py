@@ -2,23 +2,15 @@
 
 import json
 
-import numpy as np
 import psutil
 import pytest
 
 from sweep import Sweep
 from sweep.capacity import memory as packing
 from sweep.worker import memory
-from tests.helpers import JOBS, cli, write_recipe
+from tests.helpers import JOBS, cli, intervals, overlapping, write_recipe
 
 MIB = 1 << 20
-
-
-def test_points_at_once_are_limited_by_cores_or_memory():
-    assert packing.at_once(32, 1, 120 << 30, 8 << 30) == (15, "memory")
-    assert packing.at_once(32, 1, 120 << 30, 1 << 30) == (32, "cores")
-    assert packing.at_once(32, 4, None, 8 << 30) == (8, "cores")
-    assert packing.at_once(2, 1, 1 << 30, None) == (2, "cores")
 
 
 def test_the_learned_ask_is_a_margin_over_the_largest_peak_up_to_the_largest_worker():
@@ -30,16 +22,6 @@ def test_the_learned_ask_is_a_margin_over_the_largest_peak_up_to_the_largest_wor
 def test_the_local_offer_is_the_given_memory_or_what_is_available_less_a_margin():
     assert memory.local_offer("1GiB") == 1 << 30
     assert 0 <= memory.local_offer() < psutil.virtual_memory().total
-
-
-def intervals(ds) -> list[tuple[float, float]]:
-    started = ds["started"].values.astype("datetime64[ns]").astype(np.int64) / 1e9
-    finished = ds["finished"].values.astype("datetime64[ns]").astype(np.int64) / 1e9
-    return sorted(zip(started.tolist(), finished.tolist()))
-
-
-def overlapping(spans: list[tuple[float, float]]) -> bool:
-    return any(b[0] < a[1] for a, b in zip(spans, spans[1:]))
 
 
 @pytest.mark.slow

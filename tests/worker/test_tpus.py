@@ -99,7 +99,7 @@ def test_a_tpu_point_leases_its_host_runtime_s_cores_as_far_as_the_node_has_them
 
 
 def test_the_plan_says_a_tpu_point_s_cores_include_its_host_runtime_s(monkeypatch):
-    from sweep.cluster.clusters import plan_text
+    from sweep.cluster.plantext import plan_text
     from sweep.model.settings import ClusterSettings
 
     monkeypatch.setenv(tpus.FAKE, "1")
