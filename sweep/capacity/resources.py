@@ -44,8 +44,17 @@ class Amount:
     local: Callable[[], float] | None = None
 
 
+def _free_disk() -> float:
+    """Free bytes of the file system of this process's working directory, where a job's
+    relative paths land."""
+    import os
+    import shutil
+
+    return float(shutil.disk_usage(os.getcwd()).free)
+
+
 # every Amount: a new one is an entry here (and its line in docs/recipe.md)
-_AMOUNTS: tuple[Amount, ...] = ()
+_AMOUNTS: tuple[Amount, ...] = (Amount("disk", "disk space", size=True, local=_free_disk),)
 AMOUNTS: dict[str, Amount] = {a.name: a for a in _AMOUNTS}
 
 

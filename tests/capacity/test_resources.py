@@ -37,3 +37,19 @@ def test_cores_limit_a_tie():
 def test_bytes_read_as_bytes_and_counts_as_numbers():
     assert shown(MEMORY, 2 * GIB) == "2.00 GiB"
     assert shown("licenses", 1.5) == "1.5"
+
+
+def test_disk_is_bytes_and_the_local_worker_offers_the_free_space_where_jobs_write(tmp_path, monkeypatch):
+    import shutil
+    from types import SimpleNamespace
+
+    from sweep.capacity.resources import AMOUNTS
+
+    asked: list[str] = []
+    usage = SimpleNamespace(total=9, used=4, free=5)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: asked.append(path) or usage)
+    monkeypatch.chdir(tmp_path)
+    disk = AMOUNTS["disk"]
+    assert disk.size and disk.local is not None
+    assert disk.local() == 5.0 and asked == [str(tmp_path)]
+    assert shown("disk", 20 * GIB) == "20.00 GiB"
