@@ -222,7 +222,7 @@ class Execution:
             listeners: list[Listener] = [ProgressListener(bar), saved, DriverStateListener(self.output, bar)]
             listeners += [study] if study is not None else []
             listeners += [LearnedListener(), PinningListener(), FitListener(), AllocationListener()]
-            make = plan.task_maker(self.loaded, token, self._config, self.placement)
+            make = plan.task_maker(self.loaded, token, self._config, where=self.placement)
             tasks = (
                 study.tasks(sorted(todo), make) if study is not None else plan.tasks(self.loaded, todo, make)
             )

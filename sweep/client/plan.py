@@ -27,10 +27,9 @@ from sweep.wire.task import Limits, PointTask
 from sweep.worker import gpus, tpus
 
 
-def child_config(recipe: Recipe, jax: bool = True, where: Placement | None = None) -> ChildConfig:
+def child_config(recipe: Recipe, jax: bool = True, *, where: Placement) -> ChildConfig:
     """How the recipe's children are started (``child.*`` keys); ``jax``: whether its job may
-    use JAX (:func:`sweep.model.job.may_use_jax`); ``where``: the run's :func:`placement`
-    (made here when not given).
+    use JAX (:func:`sweep.model.job.may_use_jax`); ``where``: the run's :func:`placement`.
 
     A compile cache this process can't write is dropped with a warning (the children run
     without it) rather than failing every point.
@@ -57,15 +56,14 @@ def child_config(recipe: Recipe, jax: bool = True, where: Placement | None = Non
     )
 
 
-def preflight(loaded: LoadedRecipe, given_client: bool = False, where: Placement | None = None) -> None:
+def preflight(loaded: LoadedRecipe, given_client: bool = False, *, where: Placement) -> None:
     """The checks of a recipe that need no cluster (:func:`sweep.cluster.clusters.preflight` unless a
     client is given, and :func:`sweep.worker.mpi.preflight`); each raises a SweepError naming the fix.
-    ``where``: the run's :func:`placement` (made here when not given)."""
+    ``where``: the run's :func:`placement`."""
     from sweep.cluster import clusters
     from sweep.worker import mpi
 
     r = loaded.recipe
-    where = where or placement(r)
     if not given_client:
         clusters.preflight(r.cluster, where)
     local = r.cluster.cluster_kind.is_local or given_client
@@ -75,12 +73,12 @@ def preflight(loaded: LoadedRecipe, given_client: bool = False, where: Placement
         tpus.check_jax(child_platforms(r, where))
 
 
-def child_platforms(recipe: Recipe, where: Placement | None = None) -> str:
+def child_platforms(recipe: Recipe, where: Placement) -> str:
     """``JAX_PLATFORMS`` of the children: ``child.platforms`` when the recipe sets it, else
     the platform of the accelerator the points ask for (``cuda``, ``tpu``; ``where``: their
-    placement, made here when not given), else ``cpu``."""
+    placement), else ``cpu``."""
     c = recipe.child
-    wanted = asked(where or placement(recipe))
+    wanted = asked(where)
     if "platforms" not in c.model_fields_set and wanted is not None:
         return wanted[0].platform
     return c.platforms
@@ -142,15 +140,14 @@ def recycling(recipe: Recipe) -> Recycling:
 
 
 def task_maker(
-    loaded: LoadedRecipe, run: str = "", config: ChildConfig | None = None, where: Placement | None = None
+    loaded: LoadedRecipe, run: str = "", config: ChildConfig | None = None, *, where: Placement
 ) -> Callable[[tuple[int, ...], Mapping[str, Any]], PointTask]:
     """A function making the task of the point at an index with the given swept parameters
     (the recipe's fixed parameters, resources, limits and child settings added; ``config``:
-    the recipe's :func:`child_config`, ``where``: the run's :func:`placement`, when the caller
-    has them)."""
+    the recipe's :func:`child_config`, when the caller has it; ``where``: the run's
+    :func:`placement`)."""
     recipe = loaded.recipe
     r, fixed = recipe.resources, recipe.params.fixed
-    where = where or placement(recipe)
     limits = Limits(
         timeout=point_timeout(recipe),
         memory=r.memory,

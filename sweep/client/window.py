@@ -103,8 +103,7 @@ class Window:
         ``auto_cores``: the cores of the largest worker to expect while none has joined."""
         self.client = client
         self.placement = placement
-        self.threads = placement.cores
-        self.accelerator = placement.accelerator
+        self.threads = placement.cores  # a `threads: auto` calibration changes it
         self.queue = queue
         self.tasks = tasks
         self.left = left  # points not yet submitted
@@ -115,7 +114,7 @@ class Window:
         self._held: PointTask | None = None
         self._slots = (0, -math.inf)  # job slots, and when they were counted
         self._every = cadence.refresh_s()
-        self.memory = placement.memory  # what each point asks now: the placement's, or learned
+        self._learned: int | None = None  # the learned memory ask, without resources.memory
         self._learn = learn_memory and placement.memory is None
         self.learned_from = 0  # points whose peak RSS the learned ask is based on
         self._largest_peak = 0  # the largest peak RSS of the points that ended
@@ -129,7 +128,12 @@ class Window:
 
     def learned(self) -> Learned:
         """What this window learned so far (:class:`Learned`)."""
-        return Learned(self.memory if self.learned_from else None, self.learned_from, self.auto)
+        return Learned(self._learned, self.learned_from, self.auto)
+
+    @property
+    def memory(self) -> int | None:
+        """What each point asks of memory now: the placement's, else what was learned."""
+        return self.placement.memory if self.placement.memory is not None else self._learned
 
     def slots(self, threads: int) -> int:
         """How many jobs of ``threads`` cores (and the memory each asks) the cluster's workers
@@ -155,7 +159,7 @@ class Window:
         return self._resources(self.threads)
 
     def _resources(self, threads: int) -> dict[str, float]:
-        return resources.ask(threads, self._ask(), self.accelerator, self.placement.amounts)
+        return resources.ask(threads, self._ask(), self.placement.accelerator, self.placement.amounts)
 
     def _take(self) -> PointTask | None:
         if self._held is not None:
@@ -266,7 +270,7 @@ class Window:
         if ask is not None and ask > (self.memory or 0):
             log.info("points now ask %s each (%gx the largest peak RSS of %d points)",
                      memory.shown(ask), memory.LEARN_FACTOR, self._peaks_seen)  # fmt: skip
-            self.memory, self.learned_from = ask, self._peaks_seen
+            self._learned, self.learned_from = ask, self._peaks_seen
             self._slots = (self._slots[0], -math.inf)  # recount with the new ask
 
     def _key(self, chunk: list[PointTask]) -> str:

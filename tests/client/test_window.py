@@ -65,7 +65,7 @@ def test_points_asking_memory_wait_for_a_worker_to_say_whether_it_offers_memory(
     from distributed import LocalCluster
 
     from sweep import cadence
-    from sweep.client.plan import task_maker
+    from sweep.client.plan import placement, task_maker
     from sweep.client.window import Window
 
     with (
@@ -77,7 +77,7 @@ def test_points_asking_memory_wait_for_a_worker_to_say_whether_it_offers_memory(
         s = Sweep(
             f"{JOBS}:noop", {"grid": {"x": [0, 1]}}, resources={"memory": "4GiB"}, output=tmp_path / "o.zarr"
         )
-        make = task_maker(s.loaded)
+        make = task_maker(s.loaded, where=placement(s.recipe))
         tasks = iter([make((i,), {"x": i}) for i in range(2)])
         w = Window(client, tasks, 2, ["x"], "token", placement=Placement(memory=4 * 2**30))
         assert w.fill() == []  # no worker: whether memory is offered is unknown
@@ -103,7 +103,7 @@ def test_a_fill_goes_to_the_scheduler_as_one_graph_update_whatever_its_number_of
     from distributed import LocalCluster
     from distributed.diagnostics.plugin import SchedulerPlugin
 
-    from sweep.client.plan import task_maker
+    from sweep.client.plan import placement, task_maker
     from sweep.client.window import Window
 
     class Updates(SchedulerPlugin):
@@ -123,7 +123,7 @@ def test_a_fill_goes_to_the_scheduler_as_one_graph_update_whatever_its_number_of
     ):
         client.register_plugin(Updates())
         s = Sweep(f"{JOBS}:noop", {"grid": {"x": list(range(40))}}, output=tmp_path / "o.zarr")
-        make = task_maker(s.loaded)
+        make = task_maker(s.loaded, where=placement(s.recipe))
         tasks = iter([make((i,), {"x": i}) for i in range(40)])
         w = Window(client, tasks, 40, ["x"], "token")
         futures = w.fill()

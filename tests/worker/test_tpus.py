@@ -73,7 +73,7 @@ def test_a_tpu_point_s_budget_counts_the_runtime_s_threads_and_its_children_run_
     )
     where = plan.placement(loaded.recipe)
     assert where.tpus == 1 and where.thread_budget == 17 + accelerators.TPU_RUNTIME_THREADS
-    assert plan.child_platforms(loaded.recipe) == "tpu"
+    assert plan.child_platforms(loaded.recipe, plan.placement(loaded.recipe)) == "tpu"
 
 
 @pytest.mark.parametrize(
