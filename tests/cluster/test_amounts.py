@@ -16,8 +16,10 @@ BATCH = {"kind": "slurm", "cores": 4, "memory": "8GiB", "interface": "lo"}
 
 
 def test_the_local_worker_offers_the_key_else_the_local_default_and_a_batch_job_the_key(licenses, scratch):
-    assert amounts.offered(ClusterSettings()) == {"licenses": 1.0}
-    assert amounts.offered(ClusterSettings(licenses=3, scratch="1GB")) == {"licenses": 3.0, "scratch": 1e9}
+    local = amounts.offered(ClusterSettings())
+    assert local["licenses"] == 1.0 and "scratch" not in local  # no local default
+    given = amounts.offered(ClusterSettings(licenses=3, scratch="1GB"))
+    assert given["licenses"] == 3.0 and given["scratch"] == 1e9
     assert amounts.offered(ClusterSettings(**BATCH)) == {}
     assert amounts.offered(ClusterSettings(**BATCH, scratch="1GB")) == {"scratch": 1e9}
     assert amounts.offered(ClusterSettings(kind="address", address="tcp://127.0.0.1:1")) == {}

@@ -37,7 +37,7 @@ def test_a_recipe_read_back_from_its_dump_asks_the_same(licenses, scratch):
         ({"licenses": float("inf")}, "licenses: inf is no amount"),
         ({"scratch": "lots"}, "scratch: 'lots' is not a size"),
         ({"scratch": 0}, "scratch: 0 is no amount of scratch space above zero; write e.g. scratch: 20GB"),
-        ({"amounts": {"disc": 1}}, "amounts: unknown amount(s) ['disc']; the amounts are: licenses, scratch"),
+        ({"amounts": {"disc": 1}}, "amounts: unknown amount(s) ['disc']; the amounts are: disk, licenses"),
     ],
 )
 def test_what_is_no_amount_is_refused_naming_its_key(licenses, scratch, resources, message):
