@@ -88,7 +88,9 @@ def _child_start_cpu_s(tries: int = 10) -> float:
     costs = []
     for _ in range(tries):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-c", "import sweep.child.bootstrap, sweep.child.loop"], check=True)
+        subprocess.run(
+            [sys.executable, "-c", "import sweep.child.bootstrap, sweep.child.serving"], check=True
+        )
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         costs.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return statistics.median(costs)

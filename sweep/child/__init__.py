@@ -7,7 +7,7 @@ package with numpy, jax and pydantic blocked). numpy is imported per job, lazily
 (:mod:`sweep.child.outputs`).
 
 - :mod:`~sweep.child.bootstrap`: the entry point: pin, tie to the parent, serve.
-- :mod:`~sweep.child.loop`: the request loop: run a job, measure it, answer.
+- :mod:`~sweep.child.serving`: the request loop: run a job, measure it, answer.
 - :mod:`~sweep.child.isolation`: what a job changes in its warm child, restored or not.
 - :mod:`~sweep.child.sources`: the user's source files a job imported, hashed.
 - :mod:`~sweep.child.outputs`: a job's return value as named numpy outputs with dims.

@@ -40,7 +40,7 @@ def _die_with_parent(ppid: int) -> None:
 def _adopt_orphans() -> None:
     """Become a subreaper (``PR_SET_CHILD_SUBREAPER``): processes a job starts that lose their
     parent (double forks, ``setsid`` daemons) become this process's children, so they can be
-    ended with the job (:func:`sweep.child.loop.end_leftovers`) instead of escaping to init."""
+    ended with the job (:func:`sweep.child.serving.end_leftovers`) instead of escaping to init."""
     import ctypes
 
     try:
@@ -77,9 +77,9 @@ def main(argv: list[str]) -> int:
     preloaded = sorted(m for m in ("numpy", "jax", "jaxlib") if m in sys.modules)
     if preloaded:
         print(f"sweep: {preloaded} imported before pinning (a .pth file?)", file=sys.stderr)
-    from sweep.child import loop  # stdlib-only at import; numpy loads lazily per job
+    from sweep.child import serving  # stdlib-only at import; numpy loads lazily per job
 
-    return loop.serve(int(fd_in), int(fd_out))
+    return serving.serve(int(fd_in), int(fd_out))
 
 
 if __name__ == "__main__":

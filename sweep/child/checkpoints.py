@@ -24,20 +24,20 @@ __all__ = ["checkpoint", "restore"]
 
 def checkpoint(state: Any) -> None:
     """Save ``state`` (anything picklable) as this point's last checkpoint."""
-    from sweep.child import loop
+    from sweep.child import serving
     from sweep.wire.protocol import Checkpoint
 
     try:
         data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:
         raise TypeError(f"sweep.checkpoint takes a picklable state: {exc}") from exc
-    loop.checkpoint(Checkpoint(data, time.time()))
+    serving.checkpoint(Checkpoint(data, time.time()))
 
 
 def restore() -> Any | None:
     """The state of this point's last checkpoint, or None when it has none (a first attempt,
     or outside a sweep)."""
-    from sweep.child import loop
+    from sweep.child import serving
 
-    _, saved = loop.ask_restore()
+    _, saved = serving.ask_restore()
     return None if saved is None else pickle.loads(saved.data)

@@ -26,7 +26,7 @@ __all__ = ["Pruned", "report"]
 def report(step: int | None = None, **values: Any) -> None:
     """Report named scalar values (floats, or anything ``float()`` takes) at ``step``;
     raises :class:`Pruned` when the search has pruned this trial."""
-    from sweep.child import loop
+    from sweep.child import serving
     from sweep.wire.protocol import Report
 
     clean: dict[str, float] = {}
@@ -35,4 +35,4 @@ def report(step: int | None = None, **values: Any) -> None:
             clean[name] = float(value)
         except (TypeError, ValueError):
             raise TypeError(f"sweep.report({name}=...) takes numbers, got {type(value).__name__}") from None
-    loop.report(Report(clean, None if step is None else int(step), time.time()))
+    serving.report(Report(clean, None if step is None else int(step), time.time()))

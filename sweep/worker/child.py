@@ -19,7 +19,7 @@ with psutil (threads, RSS) and kills the whole tree on a timeout, a memory limit
 (no CPU time used by the tree for ``resources.stall``: the stacks of the child's Python
 threads are dumped into its output first, through ``faulthandler`` on SIGUSR1) or, when
 asked, a thread budget overflow. What it saw becomes a :class:`~sweep.wire.protocol.PointRecord`.
-The child's side is :mod:`sweep.child.bootstrap` (pinning) and :mod:`sweep.child.loop`
+The child's side is :mod:`sweep.child.bootstrap` (pinning) and :mod:`sweep.child.serving`
 (serving). The thread figures are measured in ``docs/threads.md``."""
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ def test_every_module_of_the_child_package_imports_with_third_party_libraries_bl
 
     out = subprocess.run([sys.executable, "-c", BLOCKER], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "sweep.child.bootstrap" in out.stdout and "sweep.child.loop" in out.stdout
+    assert "sweep.child.bootstrap" in out.stdout and "sweep.child.serving" in out.stdout
 
 
 def test_a_job_returning_python_numbers_never_loads_numpy_in_the_child(child):

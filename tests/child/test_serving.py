@@ -1,7 +1,7 @@
-"""The child's job loop (sweep/child/loop.py): what a failed job's error says."""
+"""The child's job loop (sweep/child/serving.py): what a failed job's error says."""
 
-from sweep.child.loop import _traceback_from_the_job
 from sweep.child.outputs import normalize_outputs
+from sweep.child.serving import _traceback_from_the_job
 from sweep.model.job import parse_job
 
 
