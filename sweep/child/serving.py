@@ -216,8 +216,8 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     outputs, error = None, ""
     code: dict[str, str] = {}
     try:
-        fn = request.job.load()
-        code = sources.note(request.job, modules)  # hashed before the job runs (it may edit them)
+        fn = request.job.load(sources.ExactLoader)
+        code = sources.note(request.job, modules)  # as compiled, before the job runs (it may edit them)
         outputs = normalize_outputs(fn(**request.kwargs))
     except Pruned as exc:
         error = str(exc)
@@ -283,6 +283,7 @@ def serve(fd_in: int, fd_out: int) -> int:
     _report_fd, _request_fd, _rank = fd_out, fd_in, ranks.rank()
     if ranks.ranks() > 1:  # Open MPI tags each write: a rank writes whole lines only
         wholelines.wrap_streams()
+    sources.install()  # a user file's hash is of what the child compiled, before the snapshot
     isolation.start()
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # the parent asks for stacks on a stall
     _line_buffered()

@@ -9,19 +9,36 @@ What counts: every module whose file is a ``.py`` outside the standard library, 
 ``site-packages`` / ``dist-packages`` folder and outside this package, that the child first
 imported while running that job (the job's file included). A package installed in editable
 mode (``pip install -e``) lives outside ``site-packages`` and is tracked; an ordinary install
-is not (its version is in the store's provenance). A file is hashed the first time a child
-sees it, right after the job that imported it, and keeps that hash for the child's life: the
-code in the child's memory does not change when the file does. Data files a job reads are
-not tracked. Standard library only: the child imports this before any job runs.
+is not (its version is in the store's provenance). Data files a job reads are not tracked.
+
+The hash is of the very bytes the child compiled: :class:`ExactLoader` reads a user file
+once, hashes that content and compiles it, never a cached ``.pyc`` (whose check is the
+file's size and mtime in whole seconds, so an edit of the same size within the second, or a
+copy that kept the old mtime, would run the old code). A file read any other way is hashed
+the first time a child sees it. Either way it keeps that hash for the child's life: the code
+in its memory does not change when the file does. :func:`install` gives every folder of the
+user's files a finder with that loader. Standard library only: the child imports this before any job
+runs.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
 import sysconfig
 from collections.abc import Iterable
+from importlib.machinery import (
+    BYTECODE_SUFFIXES,
+    EXTENSION_SUFFIXES,
+    SOURCE_SUFFIXES,
+    ExtensionFileLoader,
+    FileFinder,
+    SourceFileLoader,
+    SourcelessFileLoader,
+)
+from types import CodeType
 
 _HASHES: dict[str, str] = {}  # path -> sha256, as first seen by this process
 _BY_JOB: dict[object, set[str]] = {}  # a job's key -> the user files it brought in
@@ -42,13 +59,20 @@ _EXCLUDED = _excluded_roots()
 
 def is_user_file(path: str) -> bool:
     """Whether ``path`` is a ``.py`` file of the user's own code (see the module docstring)."""
-    if not path.endswith(".py"):
-        return False
-    real = os.path.realpath(path)
+    return path.endswith(".py") and _is_user_path(os.path.realpath(path))
+
+
+def _is_user_path(real: str) -> bool:
     parts = real.split(os.sep)
     if "site-packages" in parts or "dist-packages" in parts:
         return False
     return not real.startswith(_EXCLUDED)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_user_folder(folder: str) -> bool:
+    """Whether the ``.py`` files of ``folder`` (not links themselves) are the user's."""
+    return _is_user_path(os.path.join(os.path.realpath(folder), ""))
 
 
 def sha256(path: str) -> str:
@@ -62,6 +86,37 @@ def sha256(path: str) -> str:
             digest = ""
         _HASHES[path] = digest
     return digest
+
+
+class ExactLoader(SourceFileLoader):
+    """A user file's loader that hashes the content it compiles (see the module docstring)."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        path = self.get_filename(fullname)
+        data = self.get_data(path)
+        _HASHES[os.path.realpath(path)] = hashlib.sha256(data).hexdigest()
+        return self.source_to_code(data, path)
+
+
+def _finder_of_user_folder(folder: str) -> FileFinder:
+    """A ``sys.path_hooks`` entry: the finder of a folder of the user's own files, loading its
+    ``.py`` files with :class:`ExactLoader`; ImportError (the next hook's turn) for any other."""
+    if not (os.path.isdir(folder or ".") and _is_user_folder(folder)):
+        raise ImportError(f"not a folder of the user's files: {folder!r}")
+    return FileFinder(
+        folder,
+        (ExtensionFileLoader, EXTENSION_SUFFIXES),
+        (ExactLoader, SOURCE_SUFFIXES),
+        (SourcelessFileLoader, BYTECODE_SUFFIXES),
+    )
+
+
+def install() -> None:
+    """Have every later import of a user file go through :class:`ExactLoader` (a path hook:
+    asked once per folder, never per import)."""
+    if _finder_of_user_folder not in sys.path_hooks:
+        sys.path_hooks.insert(0, _finder_of_user_folder)
+        sys.path_importer_cache.clear()  # the folders' finders are made again, through it
 
 
 def files_of(modules: Iterable[object]) -> set[str]:

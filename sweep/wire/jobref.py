@@ -10,6 +10,7 @@ import importlib.util
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.machinery import SourceFileLoader
 from pathlib import Path
 
 from sweep.errors import SweepError
@@ -47,15 +48,16 @@ class JobRef:
     def label(self) -> str:
         return f"{self.target}:{self.function}" if self.kind != "pickle" else self.function
 
-    def load(self) -> Callable:
-        """Import (once per process) and return the job function."""
+    def load(self, loader: type[SourceFileLoader] = SourceFileLoader) -> Callable:
+        """Import (once per process) and return the job function; a job file is loaded by
+        ``loader`` (a child's hashes what it compiles: :mod:`sweep.child.sources`)."""
         key = (self.kind, self.target, self.function, hash(self.payload))
         fn = _LOADED.get(key)
         if fn is None:
-            fn = _LOADED[key] = self._import()
+            fn = _LOADED[key] = self._import(loader)
         return fn
 
-    def _import(self) -> Callable:
+    def _import(self, loader: type[SourceFileLoader]) -> Callable:
         if self.kind == "pickle":
             import pickle
 
@@ -66,7 +68,7 @@ class JobRef:
                 sys.path.insert(0, folder)
                 _ADDED_PATHS.append(folder)
             name = MODULE_PREFIX + Path(self.target).stem
-            spec = importlib.util.spec_from_file_location(name, self.target)
+            spec = importlib.util.spec_from_file_location(name, self.target, loader=loader(name, self.target))
             if spec is None or spec.loader is None:
                 raise JobError(f"{self.target}: not a Python file that can be imported")
             module = importlib.util.module_from_spec(spec)

@@ -286,3 +286,39 @@ def test_recorded_values_compare_as_inputs():
     nan = float("nan")
     assert same(nan, nan) and same([1, {"a": nan}], [1, {"a": nan}])
     assert not same(1, 1.0) and not same(1, True) and not same(nan, 1.0) and not same([nan], [nan, nan])
+
+
+def _stale_bytecode(path: Path, old: str, new: str) -> str:
+    """Compile ``path`` to its cached ``.pyc``, then edit ``old`` to ``new`` (same size) and
+    give the file its old mtime back, as an edit within the same second or a copy that kept its
+    mtime does: Python's check of the cache (size, mtime in seconds) passes. The new SHA-256."""
+    import hashlib
+    import os
+    import py_compile
+
+    before = path.stat()
+    py_compile.compile(str(path), doraise=True)
+    path.write_text(path.read_text().replace(old, new))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_stale_cached_pyc_never_runs_in_place_of_the_source_recorded(client, tmp_path):
+    """Found: a job file and a module of the user's, each edited at the same size with its old
+    mtime kept, ran the code of their cached .pyc, stored under the new sources' hashes."""
+    (tmp_path / "helper.py").write_text("FACTOR = 1\n")
+    job = tmp_path / "cached.py"
+    job.write_text(
+        "import helper\nVALUE = 1\n\n\ndef run(x=0):\n"
+        "    return {'value': float(VALUE * 10 + helper.FACTOR)}\n"
+    )
+    job_sha = _stale_bytecode(job, "VALUE = 1", "VALUE = 2")
+    helper_sha = _stale_bytecode(tmp_path / "helper.py", "FACTOR = 1", "FACTOR = 2")
+    ds = Sweep(f"{job}:run", {"grid": {"x": [0]}}, output=tmp_path / "out.zarr").run(
+        client=client, progress=False
+    )
+    assert list(ds["value"].values) == [22.0]  # the code the files hold now
+    ran = json.loads(json.loads(ds.attrs["sweep_inputs_seen"])[str(ds["inputs"].values[0])])
+    assert ran["job_hash"] == job_sha and ran["sources"] == {
+        str((tmp_path / "helper.py").resolve()): helper_sha
+    }
