@@ -74,8 +74,8 @@ def _interpreter() -> dict[str, Any]:
 def _set_interpreter(before: dict[str, Any], modules: dict[str, Any]) -> None:
     # the job's own folder, put first on sys.path by its loader, stays there: later imports
     # need it, and later jobs see sys.path as the first job from that folder saw it
-    added = [p for p in reversed(jobref.added_paths()) if p not in before["path"]]
-    sys.path[:] = [*added, *before["path"]]
+    added = list(reversed(jobref.added_paths()))  # the latest job's folder first
+    sys.path[:] = [*added, *(p for p in before["path"] if p not in added)]
     sys.meta_path[:] = _meta_path(before["meta_path"], modules)
     sys.argv[:] = before["argv"]
     sys.setrecursionlimit(before["recursion"])

@@ -210,6 +210,12 @@ def run_one(request: RunJob) -> JobDone | JobFailed:
     _job, _pruned, _checkpoint_bytes = _job + 1, False, request.checkpoint_bytes
 
     hwm_reset = _reset_peak_rss()
+    stale = sources.forget_stale(request.job)
+    if stale:
+        print(
+            f"sweep: {', '.join(stale)} changed since this child imported it: importing again",
+            file=sys.stderr,
+        )
     before = isolation.snapshot()
     modules = set(sys.modules)
     cpu0, t0 = _cpu_seconds(), time.perf_counter()

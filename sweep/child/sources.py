@@ -15,9 +15,15 @@ The hash is of the very bytes the child compiled: :class:`ExactLoader` reads a u
 once, hashes that content and compiles it, never a cached ``.pyc`` (whose check is the
 file's size and mtime in whole seconds, so an edit of the same size within the second, or a
 copy that kept the old mtime, would run the old code). A file read any other way is hashed
-the first time a child sees it. Either way it keeps that hash for the child's life: the code
-in its memory does not change when the file does. :func:`install` gives every folder of the
-user's files a finder with that loader. Standard library only: the child imports this before any job
+the first time a child sees it. :func:`install` gives every folder of the user's files a
+finder with that loader.
+
+A warm child runs many jobs, of this sweep and of later ones on the same cluster. Before each,
+:func:`forget_stale` looks whether the job is another than the last, or a user file it
+compiled has changed since (one ``stat`` a file; its content hashed again only when the stat
+moved): if so, every user module and loaded job is forgotten and the job imports them afresh,
+so a point never runs another job's module of the same name, nor code its files no longer
+hold, and what it records is what it ran. Standard library only: the child imports this before any job
 runs.
 """
 
@@ -40,7 +46,11 @@ from importlib.machinery import (
 )
 from types import CodeType
 
+from sweep.wire.jobref import forget_loaded
+
 _HASHES: dict[str, str] = {}  # path -> sha256, as first seen by this process
+_STATS: dict[str, tuple[int, ...]] = {}  # path -> its stat (_stat) when ExactLoader compiled it
+_LAST_JOB: list[object] = []  # the job this process ran last
 _BY_JOB: dict[object, set[str]] = {}  # a job's key -> the user files it brought in
 
 
@@ -93,9 +103,55 @@ class ExactLoader(SourceFileLoader):
 
     def get_code(self, fullname: str) -> CodeType:
         path = self.get_filename(fullname)
+        real = os.path.realpath(path)
+        stat = _stat(real)  # before the read: an edit in between shows as a change later
         data = self.get_data(path)
-        _HASHES[os.path.realpath(path)] = hashlib.sha256(data).hexdigest()
+        _HASHES[real], _STATS[real] = hashlib.sha256(data).hexdigest(), stat
         return self.source_to_code(data, path)
+
+
+def _stat(path: str) -> tuple[int, ...]:
+    """What changes with a file's content: any write, or an mtime set back, moves its ctime."""
+    st = os.stat(path)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def changed() -> list[str]:
+    """The user files this process compiled whose content is no longer what it compiled
+    (a stat that moved is read and hashed again; a file gone is not counted)."""
+    out = []
+    for path, stat in list(_STATS.items()):
+        try:
+            now = _stat(path)
+            if now == stat:
+                continue
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            continue
+        if digest == _HASHES.get(path):
+            _STATS[path] = now
+        else:
+            out.append(path)
+    return out
+
+
+def forget_stale(job: object) -> list[str]:
+    """Before running ``job`` (a :class:`~sweep.wire.jobref.JobRef`): when it is not the job
+    this process ran last, or a user file it compiled has changed since (:func:`changed`),
+    forget every user module and every loaded job, so that ``job`` imports them afresh: a warm
+    child never runs another job's modules of the same name (a ``helper.py`` beside each), nor
+    code its files no longer hold. The changed files."""
+    stale = changed()
+    if stale or _LAST_JOB[:1] != [job]:
+        _LAST_JOB[:] = [job]
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None)
+            if isinstance(path, str) and os.path.realpath(path) in _STATS:
+                del sys.modules[name]
+        _STATS.clear()
+        forget_loaded()
+    return stale
 
 
 def _finder_of_user_folder(folder: str) -> FileFinder:

@@ -20,8 +20,14 @@ _ADDED_PATHS: list[str] = []  # job folders put on sys.path by _import, in order
 MODULE_PREFIX = "sweep_job_"  # a job file's module name: this and the file's stem
 
 
+def forget_loaded() -> None:
+    """Forget the job functions loaded so far: the next :meth:`JobRef.load` imports afresh."""
+    _LOADED.clear()
+
+
 def added_paths() -> list[str]:
-    """The job folders this process put on ``sys.path`` to import job files."""
+    """The job folders this process put on ``sys.path`` to import job files, the folder of
+    the job loaded last, last (it is first on ``sys.path``: its own modules are found first)."""
     return list(_ADDED_PATHS)
 
 
@@ -64,9 +70,9 @@ class JobRef:
             return pickle.loads(self.payload)
         if self.kind == "file":
             folder = str(Path(self.target).parent)
-            if folder not in sys.path:
-                sys.path.insert(0, folder)
-                _ADDED_PATHS.append(folder)
+            if folder in _ADDED_PATHS or folder not in sys.path:  # the latest job's folder comes first
+                _ADDED_PATHS[:] = [p for p in _ADDED_PATHS if p != folder] + [folder]
+                sys.path[:] = [folder, *(p for p in sys.path if p != folder)]
             name = MODULE_PREFIX + Path(self.target).stem
             spec = importlib.util.spec_from_file_location(name, self.target, loader=loader(name, self.target))
             if spec is None or spec.loader is None:

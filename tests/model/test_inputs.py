@@ -322,3 +322,50 @@ def test_a_stale_cached_pyc_never_runs_in_place_of_the_source_recorded(client, t
     assert ran["job_hash"] == job_sha and ran["sources"] == {
         str((tmp_path / "helper.py").resolve()): helper_sha
     }
+
+
+def test_a_warm_child_runs_the_job_and_modules_as_edited_between_sweeps(client, tmp_path):
+    """Found: on one cluster (a notebook's), a sweep after the job file or a module of the
+    user's was edited ran the code its warm children had imported before, under the old hash."""
+    import hashlib
+
+    helper, job = tmp_path / "helper.py", tmp_path / "warm.py"
+    helper.write_text("FACTOR = 1\n")
+    job.write_text(
+        "import helper\nBASE = 0\n\n\ndef run(x=0):\n    return {'value': float(BASE + x + helper.FACTOR)}\n"
+    )
+
+    def run(name):
+        ds = Sweep(f"{job}:run", {"grid": {"x": [0, 1]}}, output=tmp_path / name).run(
+            client=client, progress=False
+        )
+        ran = json.loads(json.loads(ds.attrs["sweep_inputs_seen"])[str(ds["inputs"].values[0])])
+        return ds["value"].values.tolist(), ran
+
+    assert run("a.zarr")[0] == [1.0, 2.0]
+    job.write_text(job.read_text().replace("BASE = 0", "BASE = 100"))
+    helper.write_text("FACTOR = 50\n")
+    values, ran = run("b.zarr")
+    assert values == [150.0, 151.0]
+    assert ran["job_hash"] == hashlib.sha256(job.read_bytes()).hexdigest()
+    assert ran["sources"] == {str(helper.resolve()): hashlib.sha256(helper.read_bytes()).hexdigest()}
+
+
+def test_two_jobs_each_with_a_helper_py_of_its_own_run_their_own_on_one_cluster(client, tmp_path):
+    """Found: a warm child that ran a job beside one ``helper.py`` ran the next sweep's job,
+    from another folder with a ``helper.py`` of its own, with the first one's."""
+    values = {}
+    for name, factor in (("one", 1), ("two", 2), ("one", 1)):
+        folder = tmp_path / name
+        folder.mkdir(exist_ok=True)
+        (folder / "helper.py").write_text(f"FACTOR = {factor}\n")
+        (folder / "job.py").write_text(
+            "import helper\n\n\ndef run(x=0):\n    import helper as again  # imported as the job runs\n"
+            "    return {'value': float(x + helper.FACTOR * 10 + again.FACTOR)}\n"
+        )
+        out = tmp_path / f"{name}-{len(values)}.zarr"
+        ds = Sweep(f"{folder}/job.py:run", {"grid": {"x": [0, 1]}}, output=out).run(
+            client=client, progress=False
+        )
+        values[out.name] = ds["value"].values.tolist()
+    assert values == {"one-0.zarr": [11.0, 12.0], "two-1.zarr": [22.0, 23.0], "one-2.zarr": [11.0, 12.0]}
