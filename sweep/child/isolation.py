@@ -72,8 +72,8 @@ def _interpreter() -> dict[str, Any]:
 
 
 def _set_interpreter(before: dict[str, Any], modules: dict[str, Any]) -> None:
-    # the job's own folder, put first on sys.path by its loader, stays there: later imports
-    # need it, and later jobs see sys.path as the first job from that folder saw it
+    # the job folders put on sys.path by their loader stay there, the latest job's first: later
+    # imports need it, and a `helper` beside that job is found before another job's
     added = list(reversed(jobref.added_paths()))  # the latest job's folder first
     sys.path[:] = [*added, *(p for p in before["path"] if p not in added)]
     sys.meta_path[:] = _meta_path(before["meta_path"], modules)
