@@ -12,11 +12,13 @@ mode (``pip install -e``) lives outside ``site-packages`` and is tracked; an ord
 is not (its version is in the store's provenance). Data files a job reads are not tracked.
 
 The hash is of the very bytes the child compiled: :class:`ExactLoader` reads a user file
-once, hashes that content and compiles it, never a cached ``.pyc`` (whose check is the
-file's size and mtime in whole seconds, so an edit of the same size within the second, or a
-copy that kept the old mtime, would run the old code). A file read any other way is hashed
-the first time a child sees it. :func:`install` gives every folder of the user's files a
-finder with that loader.
+once, hashes that content and compiles it. It never trusts a timestamp ``.pyc`` (whose check
+is the file's size and mtime in whole seconds, so an edit of the same size within the second,
+or a copy that kept the old mtime, would run the old code); it keeps and reuses a
+checked-hash one (PEP 552), whose header holds the hash of the very source it was compiled
+from, so a child does not compile a large package of the user's again on every start. A
+file read any other way is hashed the first time a child sees it. :func:`install` gives
+every folder of the user's files a finder with that loader.
 
 A warm child runs many jobs, of this sweep and of later ones on the same cluster. Before each,
 :func:`forget_stale` looks whether the job is another than the last, or a user file it
@@ -31,6 +33,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
+import marshal
 import os
 import sys
 import sysconfig
@@ -107,7 +111,44 @@ class ExactLoader(SourceFileLoader):
         stat = _stat(real)  # before the read: an edit in between shows as a change later
         data = self.get_data(path)
         _HASHES[real], _STATS[real] = hashlib.sha256(data).hexdigest(), stat
-        return self.source_to_code(data, path)
+        return _cached_code(data, path) or self._compile_and_cache(data, path)
+
+    def _compile_and_cache(self, data: bytes, path: str) -> CodeType:
+        """Compile ``data`` and keep it as a checked-hash ``.pyc`` (PEP 552) for the next child."""
+        code = self.source_to_code(data, path)
+        if not sys.dont_write_bytecode:
+            header = importlib.util.MAGIC_NUMBER + _CHECKED_HASH + importlib.util.source_hash(data)
+            cache = importlib.util.cache_from_source(path)
+            try:
+                os.makedirs(os.path.dirname(cache), exist_ok=True)
+                temporary = f"{cache}.{os.getpid()}"
+                with open(temporary, "wb") as f:
+                    f.write(header + marshal.dumps(code))
+                os.replace(temporary, cache)
+            except OSError:  # a read-only folder: compiled again next time
+                pass
+        return code
+
+
+_CHECKED_HASH = (3).to_bytes(4, "little")  # a .pyc's flags: hash-based, checked against the source
+
+
+def _cached_code(data: bytes, path: str) -> CodeType | None:
+    """The code of ``path``'s cached ``.pyc`` when it is a checked-hash one of exactly ``data``
+    (a timestamp ``.pyc`` is never trusted: see the module docstring)."""
+    try:
+        with open(importlib.util.cache_from_source(path), "rb") as f:
+            pyc = f.read()
+    except OSError:
+        return None
+    header = importlib.util.MAGIC_NUMBER + _CHECKED_HASH + importlib.util.source_hash(data)
+    if pyc[:16] != header:
+        return None
+    try:
+        code = marshal.loads(pyc[16:])
+    except (EOFError, ValueError, TypeError):
+        return None
+    return code if isinstance(code, CodeType) else None
 
 
 def _stat(path: str) -> tuple[int, ...]:
@@ -146,8 +187,7 @@ def forget_stale(job: object) -> list[str]:
     if stale or _LAST_JOB[:1] != [job]:
         _LAST_JOB[:] = [job]
         for name, module in list(sys.modules.items()):
-            path = getattr(module, "__file__", None)
-            if isinstance(path, str) and os.path.realpath(path) in _STATS:
+            if isinstance(getattr(module, "__loader__", None), ExactLoader):
                 del sys.modules[name]
         _STATS.clear()
         forget_loaded()
