@@ -76,18 +76,22 @@ def ask(
     return asked
 
 
+def _each(offer: Mapping[str, float], asked: Mapping[str, float]) -> dict[str, int]:
+    """How many tasks asking ``asked`` each resource of ``offer`` holds (cores first)."""
+    names = sorted((name for name, amount in asked.items() if amount > 0), key=lambda name: name != CORES)
+    return {name: int(offer.get(name, 0) // asked[name]) for name in names}
+
+
 def at_once(offer: Mapping[str, float], asked: Mapping[str, float]) -> int:
     """How many tasks asking ``asked`` a worker offering ``offer`` runs side by side (Dask's
     rule: each resource asked must be offered that many times over)."""
-    return min((int(offer.get(name, 0) // amount) for name, amount in asked.items() if amount > 0), default=0)
+    return min(_each(offer, asked).values(), default=0)
 
 
 def limit(offer: Mapping[str, float], asked: Mapping[str, float]) -> str:
     """The resource of ``asked`` that :func:`at_once` is limited by (cores when several are)."""
-    return min(
-        (name for name, amount in asked.items() if amount > 0),
-        key=lambda name: (int(offer.get(name, 0) // asked[name]), name != CORES),
-    )
+    each = _each(offer, asked)
+    return min(each, key=each.__getitem__)
 
 
 def cores(offer: Mapping[str, float]) -> int:

@@ -25,11 +25,12 @@ def plan_text(settings: ClusterSettings, placement: Placement, points: int) -> s
         + "".join(f" and {name}={resources.shown(name, value)}" for name, value in placement.amounts)
     )
 
+    offered = amounts.offered(settings)  # once: the local disk's free space moves
+
     def at_once(cores: int, memory_offer: int | None) -> tuple[int, str]:
-        offer = {resources.CORES: cores, **amounts.offered(settings)}
-        if memory_offer is not None and memory:
-            offer[resources.MEMORY] = memory_offer
-        ask = resources.ask(threads, memory if resources.MEMORY in offer else None, amounts=placement.amounts)
+        packed = memory if memory_offer is not None else None  # memory packs only where offered
+        offer = {resources.CORES: cores, resources.MEMORY: memory_offer or 0, **offered}
+        ask = resources.ask(threads, packed, amounts=placement.amounts)
         at, by = resources.at_once(offer, ask), resources.limit(offer, ask)
         by = "cores" if by == resources.CORES else by
         if wanted is not None:
@@ -47,7 +48,7 @@ def plan_text(settings: ClusterSettings, placement: Placement, points: int) -> s
         at, by = at_once(n, offer)
         return (
             f"local cluster: 1 worker, {_count(n, 'core')} and {shown(offer)} (resources "
-            f"threads={n}, memory={shown(offer)}{_amounts_text(settings, placement)}); "
+            f"threads={n}, memory={shown(offer)}{_amounts_text(offered, placement)}); "
             f"{_count(at, 'point')} of {asks} at a time, limited by {by}; {_count(points, 'point')}"
         )
     jobs = (
@@ -59,15 +60,14 @@ def plan_text(settings: ClusterSettings, placement: Placement, points: int) -> s
     return (
         f"{settings.kind}: {jobs}, each 1 worker with {_count(settings.cores or 0, 'core')} and "
         f"{settings.memory} (resources threads={settings.cores}, memory={shown(offer)}"
-        f"{_amounts_text(settings, placement)}); "
+        f"{_amounts_text(offered, placement)}); "
         f"{_count(at, 'point')} of {asks} per worker at a time, limited by {by}; {_count(points, 'point')}; "
         f"TLS {'on' if settings.security else 'OFF'}"
     )
 
 
-def _amounts_text(settings: ClusterSettings, placement: Placement) -> str:
-    """``, disk=50.00 GiB``: what a worker of ``settings`` offers of the amounts a point asks."""
-    offered = amounts.offered(settings)
+def _amounts_text(offered: dict[str, float], placement: Placement) -> str:
+    """``, disk=50.00 GiB``: what a worker offers (``offered``) of the amounts a point asks."""
     return "".join(f", {name}={resources.shown(name, offered.get(name, 0))}" for name, _ in placement.amounts)
 
 
