@@ -23,3 +23,22 @@ def test_the_ramp_ends_at_the_slots_th_start_and_busy_counts_what_runs_until_the
     # samples at 2, 2.5, ..., 5.5: 2 running at each but at 5.0 (one ended, the next not begun)
     assert got["busy_least"] == 0.5
     assert got["busy_mean"] == (7 * 2 + 1) / 8 / 2
+
+
+def test_the_stand_in_preload_reaches_dasks_work_queue_as_it_is_there():
+    """benchmarks/standin.py makes a worker's idle task threads patient by changing the class of
+    its default executor's ``_work_queue`` (distributed's private attribute): pinned here, so a
+    distributed that renames it fails this test rather than the benchmark's figures."""
+    import queue
+
+    from distributed.threadpoolexecutor import ThreadPoolExecutor
+
+    from benchmarks.standin import _PatientQueue
+
+    executor = ThreadPoolExecutor(1)
+    try:
+        assert type(executor._work_queue) is queue.Queue
+        executor._work_queue.__class__ = _PatientQueue
+        assert executor.submit(lambda: 7).result(timeout=10) == 7
+    finally:
+        executor.shutdown()
